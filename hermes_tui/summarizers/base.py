@@ -1,0 +1,52 @@
+"""The summarizer protocol: one small interface for every backend.
+
+Compaction renders a request into chat messages (``compaction.prompts``) and hands
+them to a backend, which returns the text and what the call cost. Backends raise
+``SummarizerError`` with a ``kind`` so callers (telemetry, the UI) can say what
+went wrong without parsing messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+# Failure kinds a backend reports. Telemetry carries the kind, never the text.
+REFUSED = "refused"          # nothing listening / connection refused or reset before a reply
+TIMEOUT = "timeout"          # no complete answer within the configured timeout
+HTTP_4XX = "http_4xx"        # the server rejected the request (bad model name, auth, quota)
+HTTP_5XX = "http_5xx"        # the server failed
+MALFORMED = "malformed"      # a reply that is not a chat completion
+UNAVAILABLE = "unavailable"  # the backend cannot run here (missing model, missing package)
+
+
+class SummarizerError(Exception):
+    """A summarizer call that failed; ``kind`` is one of the constants above."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one summarizer call returned and cost."""
+
+    text: str
+    finish_reason: str | None      # "stop", "length" (cut off by max_tokens), ...
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    duration_s: float
+    cached_tokens: int | None = None  # prompt tokens served from a prefix cache, when known
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """A backend that completes a short chat prompt (system + user)."""
+
+    #: model name reported in telemetry (``aux_model``)
+    model_name: str
+
+    def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:
+        """Run one chat completion. Raises ``SummarizerError`` on failure."""
+        ...
