@@ -1,0 +1,201 @@
+"""Acceptance checks on what a summarizer returns.
+
+Small instruct models wrap a summary in things that are not the summary (a
+``<think>`` block, "Here is the updated summary:", a code fence); ``clean_summary``
+strips those and nothing else. The ``*_problem`` functions then decide whether the
+cleaned text may replace what it summarizes. A rejected summary counts as a failed
+pass and the transcript stays as it was.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Why a summary was rejected (telemetry carries these, never the text).
+EMPTY = "empty"                # nothing, or no words at all
+CUT_OFF = "cut_off"            # generation stopped at the token limit: the summary is truncated
+GROWN = "grown"                # larger than the exchange and summary it would replace
+INSTRUCTIONS = "instructions"  # addresses the assistant or carries a prompt injection
+NOT_SHRUNK = "not_shrunk"      # a defrag that did not get meaningfully smaller
+
+DEFRAG_MAX_RATIO = 0.6
+
+# --- cleaning -------------------------------------------------------------------------
+
+_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"^\s*<think(?:ing)?>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
+
+# A short line that only announces the summary: "Here is the updated summary:",
+# "Sure! Here's the revised rolling summary:", "Updated summary:", "**Summary:**".
+_INTERJECTION = r"(?:sure|certainly|okay|ok|of course|absolutely|got it|alright|great)[!.,]*"
+_ADJECTIVES = r"(?:(?:updated|revised|new|merged|consolidated|compact|condensed|rolling|running|defragmented|final|current|complete)[ ,]+){0,3}"
+_PREAMBLE = re.compile(
+    r"(?:" + _INTERJECTION + r"\s*)?"
+    r"[*_]{0,2}"
+    r"(?:"
+    r"(?:here(?:'s|’s| is| are)|below is|this is)\s+(?:the\s+|your\s+|an?\s+|my\s+)?" + _ADJECTIVES + r"summary\b[^\n:]{0,60}"
+    r"|(?:the\s+)?" + _ADJECTIVES + r"summary"
+    r")"
+    r"[*_]{0,2}\s*[:.]?[*_]{0,2}\s*",
+    re.IGNORECASE,
+)
+_INTERJECTION_LINE = re.compile(r"(?:" + _INTERJECTION + r")\s*", re.IGNORECASE)
+
+_FENCE_OPEN = re.compile(r"\A```[ \t]*([A-Za-z0-9_+\-]*)[ \t]*\n")
+_FENCE_CLOSE = re.compile(r"\n```[ \t]*\Z")
+_FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)
+_DOCUMENT_LANGS = {"", "markdown", "md", "text", "txt", "plaintext", "plain"}
+
+_SUMMARY_TAGS = re.compile(r"\A<summary>\s*(.*?)\s*</summary>\Z", re.DOTALL | re.IGNORECASE)
+
+
+def clean_summary(text: str) -> str:
+    """Strip the wrapping a small model puts around a summary; never touch the body."""
+    text = _strip_thinking(text).strip()
+    text = _strip_preamble(text)
+    text = _strip_fence(text)
+    text = _strip_summary_tags(text)
+    # A preamble may sit inside the fence or the tags.
+    text = _strip_preamble(text)
+    return text.strip()
+
+
+def _strip_thinking(text: str) -> str:
+    text = _THINK_BLOCK.sub("", text)
+    if _THINK_OPEN.match(text):
+        # A reasoning block that never closed: the model ran out of tokens before
+        # writing any summary.
+        return ""
+    close = _THINK_CLOSE.search(text)
+    if close:
+        # Templates that open the reasoning block in the prompt leave only its end.
+        text = text[close.end():]
+    return text
+
+
+def _strip_preamble(text: str) -> str:
+    for _ in range(2):  # "Sure!" and "Here is the summary:" may be on separate lines
+        first, newline, rest = text.partition("\n")
+        if not newline or not rest.strip():
+            break
+        line = first.strip()
+        if _INTERJECTION_LINE.fullmatch(line) or (len(line) <= 100 and _PREAMBLE.fullmatch(line) and _announces(line)):
+            text = rest.lstrip("\n").lstrip()
+        else:
+            break
+    return text
+
+
+def _announces(line: str) -> bool:
+    """A preamble line ends with a colon or is a bare "Summary"-style label."""
+    bare = line.strip("*_ ").rstrip(":.").strip("*_ ")
+    return line.rstrip("*_ ").endswith(":") or bare.lower().endswith("summary")
+
+
+def _strip_fence(text: str) -> str:
+    opening = _FENCE_OPEN.match(text)
+    closing = _FENCE_CLOSE.search(text)
+    if not opening or not closing or closing.start() < opening.end() - 1:
+        return text
+    inner = text[opening.end(): closing.start()]
+    # Fences inside mean the outer ones may open and close two separate blocks;
+    # unwrap only a fence that announces a whole document.
+    if _FENCE_LINE.search(inner) and opening.group(1).lower() not in _DOCUMENT_LANGS - {""}:
+        return text
+    return inner.strip("\n")
+
+
+def _strip_summary_tags(text: str) -> str:
+    # The prompts show the summary between <summary> tags; models echo them.
+    match = _SUMMARY_TAGS.match(text)
+    return match.group(1) if match else text
+
+
+# --- acceptance -------------------------------------------------------------------------
+
+
+def summary_problem(text: str, *, finish_reason: str | None, new_tokens: int, replaced_tokens: int) -> str | None:
+    """Why an absorb summary is rejected, or None to accept it. ``text`` is cleaned."""
+    problem = _basic_problem(text, finish_reason)
+    if problem:
+        return problem
+    if new_tokens > replaced_tokens:
+        return GROWN
+    if looks_like_instructions(text):
+        return INSTRUCTIONS
+    return None
+
+
+def defrag_problem(
+    text: str, *, finish_reason: str | None, new_tokens: int, input_tokens: int, max_ratio: float = DEFRAG_MAX_RATIO
+) -> str | None:
+    """Why a defrag result is rejected, or None. It must shrink to ``max_ratio`` of its input."""
+    problem = _basic_problem(text, finish_reason)
+    if problem:
+        return problem
+    if new_tokens > max_ratio * input_tokens:
+        return NOT_SHRUNK
+    if looks_like_instructions(text):
+        return INSTRUCTIONS
+    return None
+
+
+def _basic_problem(text: str, finish_reason: str | None) -> str | None:
+    if not text or not text.strip() or not any(c.isalpha() for c in text):
+        return EMPTY
+    if finish_reason == "length":
+        return CUT_OFF
+    return None
+
+
+# --- instructions -----------------------------------------------------------------------
+#
+# A summary describes what happened, in the third person ("The assistant ran the
+# tests", "User requirement: do not add a new helper"). Output that talks *to* the
+# assistant ("You must ...", "Ignore previous instructions") or imitates a chat
+# transcript would be read by the main model as instructions, so it is rejected.
+# Patterns anchored at a line start allow a list bullet, a heading mark or bold.
+
+_LINE_START = r"(?:^|(?<=[.!?])[ \t]+)[ \t]*(?:[-*•+>]|\d+[.)]|#+)?[ \t]*(?:\*\*|__)?[ \t]*"
+_ALERT = r"(?:(?:important|note to (?:the )?(?:assistant|ai|model)|attention|system|override|reminder)[ \t]*[:!-][ \t]*)?"
+
+_INSTRUCTION_PATTERNS = [
+    # "You must ...", "You should now ...", "You need to ...", "You are required to ...",
+    # "You will now ...", "IMPORTANT: you must ..."
+    _LINE_START + _ALERT + r"you(?:"
+    r"[ \t]+(?:must|should|shall|need[ \t]+to|have[ \t]+to|may[ \t]+not|cannot|can(?:no|')t)"
+    r"|[ \t]+are[ \t]+(?:now|required|instructed|expected|supposed|not[ \t]+(?:allowed|permitted)|to)"
+    r"|(?:[ \t]+will|'ll)[ \t]+(?:now|always|never|only)"
+    r"|[ \t]+now[ \t]+(?:must|have|need|are)"
+    r")\b",
+    # "You are a helpful assistant", "You are ChatGPT", "You are an AI"
+    _LINE_START + r"you[ \t]+are[ \t]+(?:an?[ \t]+)?(?:[\w-]+[ \t]+){0,3}(?:assistant|ai|chatbot|bot|language[ \t]+model|llm|gpt[\w.-]*|chatgpt|claude)\b",
+    # "Ignore all previous instructions", "disregard the above", "forget your rules"
+    r"\b(?:ignore|disregard|forget|override)[ \t]+(?:all[ \t]+)?(?:of[ \t]+)?(?:the[ \t]+|your[ \t]+|any[ \t]+|these[ \t]+)?"
+    r"(?:previous|prior|above|earlier|preceding|system|original|initial)[ \t]+(?:instructions?|prompts?|rules|directives|guidelines|messages|context)\b",
+    r"\b(?:ignore|disregard|forget)[ \t]+(?:all[ \t]+)?(?:of[ \t]+)?(?:your[ \t]+(?:instructions|rules|guidelines|system[ \t]+prompt)|(?:the|everything)[ \t]+above)\b",
+    # "Your task is ...", "Your new instructions are ...", "Your role: ..."
+    _LINE_START + _ALERT + r"your[ \t]+(?:new[ \t]+|next[ \t]+|real[ \t]+|only[ \t]+|actual[ \t]+)?(?:task|job|role|goal|purpose|instructions?|mission|objective)s?[ \t]*(?:is|are|:|now|will)(?![\w-])",
+    # "As an AI ...", "As a large language model ..."
+    r"\bas[ \t]+an?[ \t]+(?:ai|artificial[ \t]+intelligence|(?:large[ \t]+)?language[ \t]+model|llm)\b",
+    # "Respond with ...", "Respond only in JSON", "Reply only with", "Answer with only", "Output only ..."
+    _LINE_START + _ALERT + r"(?:always[ \t]+|only[ \t]+|now[ \t]+)?(?:(?:respond|reply|answer)[ \t]+(?:with|only|in|using|as|to[ \t]+(?:the[ \t]+)?user)|output[ \t]+only)\b",
+    # "Do not tell the user", "never reveal this to the user", "without telling the user"
+    r"\b(?:do[ \t]+not|don't|never|without)[ \t]+(?:tell|telling|reveal|revealing|mention|mentioning|inform|informing|disclose|disclosing)[ \t]+(?:[\w'-]+[ \t]+){0,4}?(?:to[ \t]+)?the[ \t]+user\b",
+    # "From now on, you ..." / "From now on respond ..."
+    r"\bfrom[ \t]+now[ \t]+on[ \t]*,?[ \t]+(?:you|always|never|respond|reply|act|only|ignore)\b",
+    # "Pretend you are", "act as if you"
+    _LINE_START + r"(?:pretend|act)[ \t]+(?:to[ \t]+be[ \t]+|that[ \t]+|as[ \t]+if[ \t]+|like[ \t]+)?you\b",
+    # Role labels opening a line: a dialogue, not notes.
+    r"^[ \t]*(?:[-*•>][ \t]*)?(?:\*\*|__)?(?:system|assistant|user|human)(?:\*\*|__)?[ \t]*:(?:\*\*|__)?(?!//)",
+    # Chat-template tokens. A tokenizer parses these as real turn boundaries even
+    # inside prose, so they are rejected even when the exchange was about templates.
+    r"<\|[A-Za-z_]{2,30}\|>|\[/?INST\]|<</?SYS>>|</?(?:start|end)_of_turn>",
+]
+_INSTRUCTIONS = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE | re.MULTILINE)
+
+
+def looks_like_instructions(text: str) -> bool:
+    """True when the text addresses the assistant or carries a prompt injection."""
+    return bool(_INSTRUCTIONS.search(text))
