@@ -1,0 +1,112 @@
+"""Batch compaction: condense the whole middle at once when the window fills anyway.
+
+The backstop behind micro-compaction. Head and token-budgeted tail stay verbatim,
+tool groups are never split, user messages are never summarized (they stay in
+place, in order), and the previous summary (micro or batch) is folded into the
+new one, so there is still exactly one marker. A large middle is condensed in
+chunks, each folded into the summary so far. Publishing it resets the micro state.
+"""
+
+from __future__ import annotations
+
+import time
+
+from hermes_tui.compaction import checks
+from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.redaction import redact, redact_message
+from hermes_tui.compaction.state import BATCH_FAILED, COMPRESSED, NOTHING_TO_ABSORB, MicroState, PassResult
+from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
+from hermes_tui.compaction.window import head_end, tail_start
+from hermes_tui.conversation import Splice
+from hermes_tui.summarizers.base import SummarizerError
+from hermes_tui.tokens import count_message, count_messages
+from hermes_tui.transcript import BATCH, Message, make_marker
+
+# Input per summarizer call: small enough for a small local model's window.
+CHUNK_TOKENS = 8_000
+
+
+def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, focus: str | None = None) -> PassResult:
+    started = time.perf_counter()
+    head = head_end(messages, ctx.protect_first_n)
+    tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
+    markers = [i for i, m in enumerate(messages) if m.is_marker]
+    absorb = [i for i in range(head, tail) if messages[i].role not in ("user", "system") and not messages[i].is_marker]
+    previous = str(messages[markers[-1]].meta.get("summary", "")) if markers else ""
+    stats: dict = {"absorbed_tokens": count_messages(ctx.counter, [messages[i] for i in absorb]), "summarizer_calls": 0}
+    if not absorb:
+        return PassResult(BATCH, NOTHING_TO_ABSORB, state, stats=_timed(stats, started))
+
+    summary = redact(previous)
+    summary_tokens = ctx.counter.count_text(summary)
+    prompt_tokens = completion_tokens = 0
+    for chunk in _chunks(messages, absorb, ctx):
+        chunk_tokens = count_messages(ctx.counter, chunk)
+        request = SummaryRequest("batch", summary, [redact_message(m) for m in chunk], focus)
+        budget = int((summary_tokens + chunk_tokens) * 1.25) + 64
+        if ctx.max_tokens_cap is not None:
+            budget = min(budget, ctx.max_tokens_cap)
+        try:
+            completion = run_summarizer(ctx.summarizer, request, max_tokens=max(32, budget))
+        except SummarizerError as exc:
+            return PassResult(BATCH, BATCH_FAILED, state, failure=exc.kind, stats=_timed(stats, started))
+        stats["summarizer_calls"] += 1
+        prompt_tokens += completion.prompt_tokens or 0
+        completion_tokens += completion.completion_tokens or 0
+        text = redact(checks.clean_summary(completion.text))
+        text_tokens = ctx.counter.count_text(text)
+        problem = checks.summary_problem(
+            text, finish_reason=completion.finish_reason, new_tokens=text_tokens,
+            replaced_tokens=summary_tokens + chunk_tokens,
+        )
+        if problem:
+            return PassResult(BATCH, BATCH_FAILED, state, failure=problem, stats=_timed(stats, started))
+        summary, summary_tokens = text, text_tokens
+
+    removed = sorted({(i, messages[i].id) for i in absorb} | {(i, messages[i].id) for i in markers})
+    marker = make_marker(
+        BATCH,
+        summary,
+        covers=[messages[i].id for i in absorb],
+        extra={
+            "supersedes": messages[markers[-1]].id if markers else None,
+            "summary_tokens": summary_tokens,
+            "passes_total": state.passes_total,
+        },
+    )
+    splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
+    index = splice.marker_index
+    # A batch resets the micro state: the rolling summary is now the batch summary.
+    new_state = MicroState(
+        cursor=index + 1,
+        cursor_anchor=marker.id,
+        summary=summary,
+        summary_tokens=summary_tokens,
+        marker_index=index,
+        marker_id=marker.id,
+        passes_total=state.passes_total,
+        tokens_saved_total=state.tokens_saved_total,
+    )
+    stats.update(summary_tokens=summary_tokens, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    return PassResult(BATCH, COMPRESSED, new_state, splice=splice, stats=_timed(stats, started))
+
+
+def _chunks(messages: list[Message], indices: list[int], ctx: PassContext) -> list[list[Message]]:
+    """Split the messages to absorb into chunks of about CHUNK_TOKENS, never inside a tool group."""
+    chunks: list[list[Message]] = [[]]
+    spent = 0
+    for i in indices:
+        msg = messages[i]
+        cost = count_message(ctx.counter, msg)
+        starts_group = msg.role != "tool"
+        if starts_group and chunks[-1] and spent + cost > CHUNK_TOKENS:
+            chunks.append([])
+            spent = 0
+        chunks[-1].append(msg)
+        spent += cost
+    return chunks
+
+
+def _timed(stats: dict, started: float) -> dict:
+    stats["duration_ms"] = round((time.perf_counter() - started) * 1000)
+    return stats

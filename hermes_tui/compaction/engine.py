@@ -1,0 +1,236 @@
+"""The compactor: runs passes, publishes them, and keeps the session's compaction state.
+
+A pass is planned (the summarizer is called; nothing changes) and then published:
+the store is written first, and only if that succeeds is the splice applied to the
+in-memory conversation and the new state adopted. Every pass ends in exactly one
+telemetry line. ``finalize_turn`` is best-effort: any exception is logged and the
+conversation is left as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from hermes_tui.compaction import telemetry
+from hermes_tui.compaction.batch import plan_batch
+from hermes_tui.compaction.micro import PassContext, plan_micro_pass
+from hermes_tui.compaction.state import (
+    ABSORBED,
+    DEFRAG,
+    DEFRAG_FAILED,
+    ERROR,
+    EXCHANGE_SKIPPED,
+    MAX_CONSECUTIVE_FAILURES,
+    SKIPPED_FLAG,
+    STALE,
+    STORE_FAILED,
+    SUMMARIZE_FAILED,
+    MicroState,
+    PassResult,
+    cursor_is_valid,
+    normalize_cursor,
+    recover_state,
+)
+from hermes_tui.compaction.window import head_end
+from hermes_tui.conversation import Conversation, StaleSplice
+from hermes_tui.tokens import count_message, count_messages
+from hermes_tui.transcript import MICRO, Message
+
+log = logging.getLogger("hermes_tui.compaction")
+
+# Called with a published-to-be result before the in-memory splice; raising means
+# the store did not take it, and the pass is then not published (``store_failed``).
+Persist = Callable[[PassResult], None]
+
+
+@dataclass
+class CompactionSettings:
+    """The ``compression`` section of the config, as the engine needs it."""
+
+    enabled: bool = True
+    threshold: float = 0.80
+    target_ratio: float = 0.20
+    protect_first_n: int = 3
+    micro_compact: bool = True
+    micro_compact_every_n_turns: int = 1
+    micro_compact_defrag_threshold_tokens: int = 2000
+
+
+@dataclass
+class PassReport:
+    """A published pass, as the UI and the CLI see it: the telemetry payload."""
+
+    kind: str
+    outcome: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class Compactor:
+    def __init__(
+        self,
+        ctx: PassContext,
+        settings: CompactionSettings,
+        *,
+        session_id: str = "",
+        main_model: str | None = None,
+    ):
+        self.ctx = ctx
+        self.settings = settings
+        self.session_id = session_id
+        self.main_model = main_model
+        self.state = MicroState()
+        self.turns_since_pass = 0
+        self.batch_compactions = 0
+
+    # --- the turn hook ------------------------------------------------------------
+    def finalize_turn(self, conv: Conversation, persist: Persist | None = None) -> list[PassReport]:
+        """After a completed turn: a micro pass (every n turns), then batch if over threshold."""
+        reports: list[PassReport] = []
+        if not self.settings.enabled:
+            return reports
+        self.turns_since_pass += 1
+        if self.settings.micro_compact and self.turns_since_pass >= self.settings.micro_compact_every_n_turns:
+            self.turns_since_pass = 0
+            reports.append(self.micro_pass(conv, persist))
+        if conv.total_tokens > self.ctx.window.threshold_tokens:
+            reports.append(self.compress(conv, persist=persist))
+        return reports
+
+    def micro_pass(self, conv: Conversation, persist: Persist | None = None) -> PassReport:
+        return self._run(MICRO, conv, persist, lambda: plan_micro_pass(list(conv.messages), self.state, self.ctx))
+
+    def compress(self, conv: Conversation, *, focus: str | None = None, persist: Persist | None = None) -> PassReport:
+        """Batch compaction now (threshold crossed, or ``/compact``)."""
+        return self._run("batch", conv, persist, lambda: plan_batch(list(conv.messages), self.state, self.ctx, focus))
+
+    def _run(self, kind: str, conv: Conversation, persist: Persist | None, plan) -> PassReport:
+        started = time.perf_counter()
+        try:
+            result = plan()
+        except Exception as exc:  # best-effort: a bug must not break the session
+            log.exception("%s compaction pass raised; the transcript is unchanged", kind)
+            result = PassResult(kind, ERROR, self.state, failure=type(exc).__name__)
+        return self.publish(conv, result, persist, started=started)
+
+    # --- publishing ---------------------------------------------------------------
+    def publish(
+        self, conv: Conversation, result: PassResult, persist: Persist | None = None, *, started: float | None = None
+    ) -> PassReport:
+        """Store, then splice, then adopt the state; any failure leaves everything as it was."""
+        messages_before, tokens_before = len(conv), conv.total_tokens
+        outcome, failure, state = result.outcome, result.failure, result.state
+        try:
+            if result.splice is not None:
+                conv.check(result.splice)
+                removed = count_messages(conv.counter, list(result.splice.archived))
+                saved = removed - count_message(conv.counter, result.splice.marker)
+                state = state.evolve(tokens_saved_total=state.tokens_saved_total + saved)
+                result.splice.marker.meta["tokens_saved_total"] = state.tokens_saved_total
+            if result.kind == MICRO:
+                state = state.evolve(passes_total=state.passes_total + 1)
+            if persist is not None and (result.splice is not None or result.skipped):
+                persist(result)
+            for msg in result.skipped:
+                msg.meta[SKIPPED_FLAG] = True
+            if result.splice is not None:
+                conv.apply(result.splice)
+            self.state = state
+        except StaleSplice:
+            outcome, failure = STALE, None
+            self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
+        except Exception as exc:  # the store refused: nothing is published
+            log.error("compaction store write failed (%s: %s); the transcript is unchanged", type(exc).__name__, exc)
+            outcome, failure = STORE_FAILED, type(exc).__name__
+            self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
+        fields = self._telemetry(result, outcome, failure, messages_before, tokens_before, conv, started)
+        self._human_lines(result, outcome, fields)
+        if result.kind == MICRO:
+            telemetry.log_micro(fields)
+        else:
+            if outcome == "compressed":
+                self.batch_compactions += 1
+            telemetry.log_batch(fields)
+        return PassReport(result.kind, outcome, fields)
+
+    # --- cursor, for tests and the UI --------------------------------------------
+    def cursor(self, messages: list[Message]) -> int:
+        """The normalized cursor: from memory when valid, else recovered from the transcript."""
+        state = self.state
+        if not cursor_is_valid(messages, state):
+            state = recover_state(messages, head_end(messages, self.ctx.protect_first_n), state)
+        return normalize_cursor(messages, max(state.cursor or 0, head_end(messages, self.ctx.protect_first_n)))
+
+    @property
+    def rolling_summary(self) -> str:
+        return self.state.summary
+
+    # --- lines ----------------------------------------------------------------------
+    def _telemetry(
+        self, result: PassResult, outcome: str, failure: str | None,
+        messages_before: int, tokens_before: int, conv: Conversation, started: float | None,
+    ) -> dict[str, Any]:
+        window = self.ctx.window
+        limit_known = window.limit is not None
+        stats = result.stats
+        fields: dict[str, Any] = {
+            "event": "micro_compaction" if result.kind == MICRO else "batch_compaction",
+            "session_id": self.session_id,
+            "outcome": outcome,
+            "failure": failure,
+            "messages_before": messages_before,
+            "messages_after": len(conv),
+            "tokens_before": tokens_before,
+            "tokens_after": conv.total_tokens,
+            "tokens_delta": conv.total_tokens - tokens_before,
+            "duration_ms": round((time.perf_counter() - started) * 1000) if started else stats.get("duration_ms"),
+            "threshold_tokens": window.threshold_tokens if limit_known else None,
+            "context_limit": window.limit,
+            "occupancy_pct": window.occupancy_pct(conv.total_tokens),
+            "main_model": self.main_model,
+            "aux_model": getattr(self.ctx.summarizer, "model_name", None),
+            "prompt_tokens": stats.get("prompt_tokens"),
+            "completion_tokens": stats.get("completion_tokens"),
+        }
+        if result.kind == MICRO:
+            fields.update(
+                exchange_tokens=stats.get("exchange_tokens"),
+                rolling_summary_tokens=self.state.summary_tokens,
+                cursor=stats.get("cursor"),
+                passes_total=self.state.passes_total,
+                tokens_saved_total=self.state.tokens_saved_total,
+                cached_tokens=stats.get("cached_tokens"),
+                summarizer_ms=stats.get("summarizer_ms"),
+            )
+        else:
+            fields.update(
+                absorbed_tokens=stats.get("absorbed_tokens"),
+                summary_tokens=stats.get("summary_tokens"),
+                summarizer_calls=stats.get("summarizer_calls"),
+            )
+        return fields
+
+    def _human_lines(self, result: PassResult, outcome: str, fields: dict[str, Any]) -> None:
+        before, after = fields["messages_before"], fields["messages_after"]
+        if outcome == ABSORBED:
+            telemetry.log_human(f"Micro-compaction: {before} -> {after} messages")
+        elif outcome == DEFRAG:
+            telemetry.log_human(
+                f"Micro-compaction defrag: rolling summary re-summarized ({len(self.state.summary)} chars)"
+            )
+        elif outcome == EXCHANGE_SKIPPED:
+            telemetry.log_human(
+                f"Micro-compaction: skipping exchange at cursor {fields.get('cursor')} "
+                f"after {MAX_CONSECUTIVE_FAILURES} consecutive failures"
+            )
+        elif outcome == SUMMARIZE_FAILED:
+            telemetry.log_human(
+                f"Micro-compaction failed ({result.failure}) on exchange at cursor {fields.get('cursor')}, "
+                f"attempt {result.stats.get('failures')} of {MAX_CONSECUTIVE_FAILURES}"
+            )
+        elif outcome == DEFRAG_FAILED:
+            telemetry.log_human(f"Micro-compaction defrag failed ({result.failure}); backing off")
+        elif result.kind != MICRO and outcome == "compressed":
+            telemetry.log_human(f"Context compression: {before} -> {after} messages")

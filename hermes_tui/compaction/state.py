@@ -1,0 +1,127 @@
+"""What a compactor remembers between passes, the result of a pass, and the cursor rules.
+
+The transcript is the source of truth: every field of ``MicroState`` that matters
+for correctness can be recovered from it (the newest marker's metadata and the
+``compaction_skipped`` flags), so a fresh process or a resumed session carries on
+exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hermes_tui.conversation import Splice
+from hermes_tui.transcript import Message
+
+# Outcomes (DESIGN.md "Pass outcomes"), plus "stale" and "error".
+ABSORBED = "absorbed"
+DEFRAG = "defrag"
+DEFRAG_FAILED = "defrag_failed"
+SUMMARIZE_FAILED = "summarize_failed"
+EXCHANGE_SKIPPED = "exchange_skipped"
+NOTHING_TO_ABSORB = "nothing_to_absorb"
+STORE_FAILED = "store_failed"
+STALE = "stale"            # the transcript changed underneath the pass; dropped, retried next turn
+ERROR = "error"            # an unexpected exception, logged; the transcript is untouched
+COMPRESSED = "compressed"  # batch
+BATCH_FAILED = "failed"    # batch
+
+SKIPPED_FLAG = "compaction_skipped"
+MAX_CONSECUTIVE_FAILURES = 3
+
+
+@dataclass(frozen=True)
+class MicroState:
+    cursor: int | None = None          # index of the first message not yet absorbed
+    cursor_anchor: str | None = None   # id of the message just before the cursor, to validate it
+    summary: str = ""
+    summary_tokens: int = 0
+    marker_index: int | None = None
+    marker_id: str | None = None
+    failing_id: str | None = None      # first message id of the exchange that last failed
+    failures: int = 0                  # consecutive failures of that exchange
+    defrag_failures: int = 0           # consecutive failed defrags
+    defrag_wait: int = 0               # passes to wait before trying defrag again
+    passes_total: int = 0
+    tokens_saved_total: int = 0
+
+    def evolve(self, **changes: Any) -> "MicroState":
+        return replace(self, **changes)
+
+
+@dataclass
+class PassResult:
+    """What a pass decided. Nothing is applied until the compactor publishes it."""
+
+    kind: str                           # "micro" | "batch"
+    outcome: str
+    state: MicroState                   # the state to adopt if the result is published
+    splice: Splice | None = None
+    failure: str | None = None          # short, content-free reason
+    skipped: tuple[Message, ...] = ()   # messages to flag as skipped on publish
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def is_marker_or_step_over(msg: Message) -> bool:
+    """Messages the cursor walks past: user and system messages, markers, skipped exchanges."""
+    return msg.role in ("user", "system") or msg.is_marker or bool(msg.meta.get(SKIPPED_FLAG))
+
+
+def normalize_cursor(messages: list[Message], cursor: int) -> int:
+    """Step the cursor over what is never absorbed, to the next candidate exchange.
+
+    Two cursors are equal exactly when they normalize to the same index; this is
+    what makes a recovered cursor comparable with the one a process held in memory.
+    """
+    while cursor < len(messages) and (is_marker_or_step_over(messages[cursor]) or messages[cursor].role == "tool"):
+        cursor += 1
+    return cursor
+
+
+def find_last_marker(messages: list[Message]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].is_marker:
+            return index
+    return None
+
+
+def cursor_is_valid(messages: list[Message], state: MicroState) -> bool:
+    cursor = state.cursor
+    if cursor is None or not 0 <= cursor <= len(messages):
+        return False
+    anchor = messages[cursor - 1].id if cursor > 0 else None
+    if anchor != state.cursor_anchor:
+        return False
+    if state.marker_index is None:
+        return True
+    index = state.marker_index
+    return index < len(messages) and messages[index].id == state.marker_id
+
+
+def recover_state(messages: list[Message], head_end: int, state: MicroState) -> MicroState:
+    """Rebuild cursor and rolling summary from the transcript (newest marker's metadata).
+
+    Counters that span the session (passes, tokens saved) are carried in the marker
+    too; failure counting starts afresh.
+    """
+    marker_index = find_last_marker(messages)
+    if marker_index is None:
+        cursor = head_end
+        return state.evolve(
+            cursor=cursor,
+            cursor_anchor=messages[cursor - 1].id if cursor > 0 else None,
+            summary="", summary_tokens=0, marker_index=None, marker_id=None,
+        )
+    marker = messages[marker_index]
+    cursor = max(head_end, marker_index + 1)
+    return state.evolve(
+        cursor=cursor,
+        cursor_anchor=messages[cursor - 1].id,
+        summary=str(marker.meta.get("summary", "")),
+        summary_tokens=int(marker.meta.get("summary_tokens", 0)),
+        marker_index=marker_index,
+        marker_id=marker.id,
+        passes_total=max(state.passes_total, int(marker.meta.get("passes_total", 0))),
+        tokens_saved_total=marker.meta.get("tokens_saved_total", state.tokens_saved_total),
+    )

@@ -1,0 +1,36 @@
+"""A summary request and how it reaches a backend.
+
+Model backends complete chat prompts, so the request is rendered with
+``prompts``. A backend that works on the structure itself (the extractive
+summarizer) offers ``summarize(request, max_tokens=...)`` and gets it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hermes_tui.compaction import prompts
+from hermes_tui.summarizers.base import Completion, Summarizer
+from hermes_tui.transcript import Message
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    kind: str                      # "absorb" | "defrag" | "batch"
+    summary: str                   # the current rolling summary, already redacted
+    messages: list[Message] = field(default_factory=list)  # already redacted
+    focus: str | None = None       # batch only: what to give most room to
+
+    def to_chat(self) -> list[dict[str, str]]:
+        if self.kind == "absorb":
+            return prompts.absorb_prompt(self.summary, self.messages)
+        if self.kind == "defrag":
+            return prompts.defrag_prompt(self.summary, self.messages)
+        return prompts.batch_prompt(self.summary, self.messages, self.focus)
+
+
+def run_summarizer(summarizer: Summarizer, request: SummaryRequest, *, max_tokens: int) -> Completion:
+    structured = getattr(summarizer, "summarize", None)
+    if callable(structured):
+        return structured(request, max_tokens=max_tokens)
+    return summarizer.complete(request.to_chat(), max_tokens=max_tokens)

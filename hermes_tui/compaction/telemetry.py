@@ -1,0 +1,52 @@
+"""Content-free telemetry lines and the human-readable log lines the spec shows.
+
+``hermes_tui.report`` parses these lines back: keep the prefixes stable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+logger = logging.getLogger("hermes_tui.compaction")
+
+MICRO_PREFIX = "micro compaction telemetry: "
+BATCH_PREFIX = "context compression attempt telemetry: "
+
+# Every micro line carries these keys (null when not applicable), in this order.
+MICRO_FIELDS = (
+    "event", "session_id", "outcome", "failure",
+    "messages_before", "messages_after", "tokens_before", "tokens_after", "tokens_delta",
+    "exchange_tokens", "rolling_summary_tokens", "cursor", "passes_total", "tokens_saved_total",
+    "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model", "aux_model",
+    "prompt_tokens", "completion_tokens", "cached_tokens", "summarizer_ms",
+)
+BATCH_FIELDS = (
+    "event", "session_id", "outcome", "failure",
+    "messages_before", "messages_after", "tokens_before", "tokens_after", "tokens_delta",
+    "absorbed_tokens", "summary_tokens", "summarizer_calls",
+    "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model", "aux_model",
+    "prompt_tokens", "completion_tokens",
+)
+
+
+def _line(prefix: str, fields: tuple[str, ...], payload: dict[str, Any]) -> str:
+    ordered = {key: payload.get(key) for key in fields}
+    return prefix + json.dumps(ordered, separators=(",", ":"))
+
+
+def log_micro(payload: dict[str, Any]) -> str:
+    line = _line(MICRO_PREFIX, MICRO_FIELDS, {"event": "micro_compaction", **payload})
+    logger.info(line)
+    return line
+
+
+def log_batch(payload: dict[str, Any]) -> str:
+    line = _line(BATCH_PREFIX, BATCH_FIELDS, {"event": "batch_compaction", **payload})
+    logger.info(line)
+    return line
+
+
+def log_human(text: str) -> None:
+    logger.info(text)

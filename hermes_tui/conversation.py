@@ -1,0 +1,79 @@
+"""The live transcript: messages plus a running token total, changed by appends and splices.
+
+A splice is what a compaction pass publishes: messages to remove (each checked by
+index *and* id, so a splice computed on an older view is refused rather than
+half-applied) and the marker to put where the last removed message was. Appends
+at the end never invalidate a splice, so the user can keep talking while a pass runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from hermes_tui.tokens import TokenCounter, count_message
+from hermes_tui.transcript import Message
+
+
+class StaleSplice(Exception):
+    """The transcript changed underneath a pass in a way that matters."""
+
+
+@dataclass(frozen=True)
+class Splice:
+    """Replace ``removed`` messages with ``marker`` at the position of the last one."""
+
+    removed: tuple[tuple[int, str], ...]  # (index, message id), ascending
+    marker: Message
+    archived: tuple[Message, ...] = field(default=())  # the removed messages, for the store
+
+    @property
+    def marker_index(self) -> int:
+        """Where the marker lands once the splice is applied."""
+        last = self.removed[-1][0]
+        return last - (len(self.removed) - 1)
+
+
+class Conversation:
+    """Messages with a token total kept up to date from per-message cached counts."""
+
+    def __init__(self, messages: Iterable[Message] = (), *, counter: TokenCounter):
+        self.counter = counter
+        self.messages: list[Message] = []
+        self.total_tokens = 0
+        self.generation = 0  # bumps on every change; a cheap "did anything change" check
+        self.extend(messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.total_tokens += count_message(self.counter, message)
+        self.generation += 1
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            self.append(message)
+
+    def check(self, splice: Splice) -> None:
+        """Raise StaleSplice unless every removed message is still where the pass saw it."""
+        for index, message_id in splice.removed:
+            if index >= len(self.messages) or self.messages[index].id != message_id:
+                raise StaleSplice(f"message {message_id} is no longer at index {index}")
+
+    def apply(self, splice: Splice) -> None:
+        self.check(splice)
+        insert_at = splice.marker_index
+        for index, _ in reversed(splice.removed):
+            self.total_tokens -= count_message(self.counter, self.messages[index])
+            del self.messages[index]
+        self.messages.insert(insert_at, splice.marker)
+        self.total_tokens += count_message(self.counter, splice.marker)
+        self.generation += 1
+
+    def replace_all(self, messages: Iterable[Message]) -> None:
+        """Swap in a whole new transcript (a resumed session, an import)."""
+        self.messages = []
+        self.total_tokens = 0
+        self.extend(messages)

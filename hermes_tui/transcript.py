@@ -1,0 +1,276 @@
+"""Messages, exchanges, the compaction marker and the wire view.
+
+Messages are OpenAI chat messages plus a ``meta`` mapping that never goes over the
+wire. Compaction treats a message as immutable once it is in a transcript: it is
+replaced whole (by a marker) or kept as it is, never edited, so a cached token
+count on the message stays true.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+ROLES = ("system", "user", "assistant", "tool")
+
+# Marker scaffolding: kept to a couple of short lines so that even a first pass,
+# which pays for it against one exchange, saves tokens.
+MARKER_HEADER = "[Context summary: earlier assistant work and tool results, condensed. User messages are kept verbatim.]"
+MARKER_FOOTER = "[End of context summary]"
+
+MICRO = "micro"
+BATCH = "batch"
+
+
+class TranscriptError(ValueError):
+    """A transcript that is not a valid list of OpenAI chat messages."""
+
+
+def new_message_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(eq=False)
+class Message:
+    """One chat message. Identity is ``id``; ``eq=False`` keeps messages hashable by object."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=new_message_id)
+    # Token count cache: the count and the name of the counter that produced it.
+    token_count: int | None = None
+    token_counter: str | None = None
+
+    # --- what kind of message this is -------------------------------------------------
+    @property
+    def marker_kind(self) -> str | None:
+        """``"micro"`` or ``"batch"`` for a compaction marker, else None."""
+        return self.meta.get("compaction") if self.role == "assistant" else None
+
+    @property
+    def is_marker(self) -> bool:
+        return self.marker_kind is not None
+
+    @property
+    def call_ids(self) -> list[str]:
+        return [call.get("id", "") for call in self.tool_calls or []]
+
+    # --- conversion -----------------------------------------------------------------
+    def to_openai(self, *, with_meta: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = self.tool_calls
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if with_meta and self.meta:
+            out["meta"] = self.meta
+        return out
+
+    @classmethod
+    def from_openai(cls, data: Any, *, where: str = "message") -> "Message":
+        if not isinstance(data, dict):
+            raise TranscriptError(f"{where}: expected an object, got {type(data).__name__}")
+        role = data.get("role")
+        if role not in ROLES:
+            raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
+        content = _content_text(data.get("content"), where)
+        tool_calls = data.get("tool_calls") or None
+        if tool_calls is not None:
+            if role != "assistant" or not isinstance(tool_calls, list):
+                raise TranscriptError(f"{where}: tool_calls must be a list on an assistant message")
+            for n, call in enumerate(tool_calls):
+                if not isinstance(call, dict) or not call.get("id") or not isinstance(call.get("function"), dict):
+                    raise TranscriptError(f"{where}: tool_calls[{n}] needs an id and a function")
+        tool_call_id = data.get("tool_call_id")
+        if role == "tool" and not tool_call_id:
+            raise TranscriptError(f"{where}: a tool message needs a tool_call_id")
+        meta = data.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise TranscriptError(f"{where}: meta must be an object")
+        kwargs: dict[str, Any] = {}
+        if isinstance(meta.get("id"), str):
+            kwargs["id"] = meta["id"]
+        return cls(
+            role=role,
+            content=content,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            name=data.get("name"),
+            meta={k: v for k, v in meta.items() if k != "id"},
+            **kwargs,
+        )
+
+
+def _content_text(content: Any, where: str) -> str:
+    """OpenAI content is a string, null, or a list of parts; we keep text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    raise TranscriptError(f"{where}: content must be a string, a list of parts or null")
+
+
+# --- transcripts as files ------------------------------------------------------------
+
+
+def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
+    """Parse a JSON array (or JSONL) of OpenAI messages, checking tool pairing.
+
+    Errors name the source and the message (or line) at fault.
+    """
+    stripped = text.lstrip()
+    if not stripped:
+        raise TranscriptError(f"{source}: the file is empty")
+    raw: list[tuple[str, Any]] = []
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"{source}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, list):
+            raise TranscriptError(f"{source}: expected a JSON array of messages")
+        raw = [(f"{source}: message {n}", item) for n, item in enumerate(data)]
+    else:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                raw.append((f"{source}: line {lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.msg})") from None
+    messages = [Message.from_openai(item, where=where) for where, item in raw]
+    check_tool_pairing(messages, source=source)
+    return messages
+
+
+def check_tool_pairing(messages: list[Message], *, source: str = "transcript") -> None:
+    """Every tool message answers an open call of the assistant message before it."""
+    open_calls: set[str] = set()
+    for n, msg in enumerate(messages):
+        if msg.role == "tool":
+            if msg.tool_call_id not in open_calls:
+                raise TranscriptError(
+                    f"{source}: message {n}: tool result {msg.tool_call_id!r} answers no open tool call"
+                )
+            open_calls.discard(msg.tool_call_id)
+        else:
+            open_calls = set(msg.call_ids) if msg.role == "assistant" else set()
+
+
+def dump_transcript(messages: Iterable[Message]) -> str:
+    return json.dumps([m.to_openai(with_meta=True) for m in messages], ensure_ascii=False, indent=1)
+
+
+# --- exchanges -----------------------------------------------------------------------
+
+
+def exchange_end(messages: list[Message], start: int) -> int | None:
+    """End (exclusive) of the exchange starting at ``start``, an assistant message.
+
+    An exchange is the assistant message plus the tool results that answer its calls.
+    Returns None when the exchange is incomplete (a call not answered yet).
+    """
+    first = messages[start]
+    pending = set(first.call_ids)
+    end = start + 1
+    while end < len(messages) and messages[end].role == "tool" and messages[end].tool_call_id in pending:
+        pending.discard(messages[end].tool_call_id)
+        end += 1
+    return None if pending else end
+
+
+def group_start(messages: list[Message], index: int) -> int:
+    """Move ``index`` back to the start of its tool group so a cut never splits one."""
+    while 0 < index < len(messages) and messages[index].role == "tool":
+        index -= 1
+    return index
+
+
+def group_end(messages: list[Message], index: int) -> int:
+    """Move ``index`` forward past any tool results, so a cut never splits a group."""
+    while index < len(messages) and messages[index].role == "tool":
+        index += 1
+    return index
+
+
+def iter_turns(messages: list[Message]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each turn: a user message and all that follows up to the next one.
+
+    Anything before the first user message (a system prompt) is its own leading turn.
+    """
+    start = 0
+    for n, msg in enumerate(messages):
+        if msg.role == "user" and n > start:
+            yield start, n
+            start = n
+    if start < len(messages):
+        yield start, len(messages)
+
+
+def iter_steps(messages: list[Message]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each agent-loop step: a message and any tool results that follow it."""
+    n = 0
+    while n < len(messages):
+        end = group_end(messages, n + 1)
+        yield n, end
+        n = end
+
+
+# --- markers -------------------------------------------------------------------------
+
+
+def make_marker(kind: str, summary: str, *, covers: list[str], extra: dict[str, Any] | None = None) -> Message:
+    """The one summary marker: a short header, the summary, and an end line.
+
+    The raw summary lives in ``meta`` so a resume never has to parse the content.
+    """
+    meta: dict[str, Any] = {"compaction": kind, "summary": summary, "covers": list(covers)}
+    if extra:
+        meta.update(extra)
+    return Message(role="assistant", content=f"{MARKER_HEADER}\n{summary}\n{MARKER_FOOTER}", meta=meta)
+
+
+# --- wire view -----------------------------------------------------------------------
+
+
+def wire_view(messages: Iterable[Message], *, merge_same_role: bool = True) -> list[dict[str, Any]]:
+    """The messages as sent to a model: no meta, adjacent same-role messages merged.
+
+    Chat templates that need alternating roles reject two user (or two assistant)
+    messages in a row, which compaction can produce (a marker between turns, user
+    prompts that stay verbatim). The stored transcript keeps them separate.
+    """
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        item = msg.to_openai()
+        prev = out[-1] if out else None
+        mergeable = (
+            merge_same_role
+            and prev is not None
+            and prev["role"] == item["role"]
+            and item["role"] in ("user", "assistant", "system")
+            and not prev.get("tool_calls")
+        )
+        if mergeable:
+            prev["content"] = "\n\n".join(part for part in (prev["content"], item["content"]) if part)
+            if item.get("tool_calls"):
+                prev["tool_calls"] = item["tool_calls"]
+        else:
+            out.append(item)
+    return out

@@ -1,0 +1,130 @@
+"""Transcript builders and a scripted summarizer for unit tests of pure compaction logic.
+
+The scripted summarizer is a test double: it returns text chosen by the test. It
+stands in for a model only in unit and property tests; integration tests use the
+tiny model through a real server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Callable
+
+from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.conversation import Conversation
+from hermes_tui.summarizers.base import Completion, SummarizerError
+from hermes_tui.tokens import EstimateCounter
+from hermes_tui.transcript import Message
+
+_ids = itertools.count()
+
+
+def words(n: int, seed: str = "w") -> str:
+    """About n tokens of plain text."""
+    return " ".join(f"{seed}{i % 97}" for i in range(n))
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def assistant(text: str = "", calls: int = 0, name: str = "bash") -> Message:
+    tool_calls = [
+        {"id": f"call_{next(_ids)}", "type": "function",
+         "function": {"name": name, "arguments": json.dumps({"command": f"ls {i}"})}}
+        for i in range(calls)
+    ]
+    return Message(role="assistant", content=text, tool_calls=tool_calls or None)
+
+
+def results(call: Message, size: int = 50) -> list[Message]:
+    return [Message(role="tool", content=words(size, "out"), tool_call_id=cid, name="bash") for cid in call.call_ids]
+
+
+def exchange(size: int = 50, calls: int = 1, text: str = "Looking at the file.") -> list[Message]:
+    a = assistant(text, calls=calls)
+    return [a, *results(a, size)]
+
+
+def agent_session(exchanges: int = 10, size: int = 120, users_every: int = 4) -> list[Message]:
+    """system, user, then exchanges with a user message every few exchanges."""
+    messages = [Message(role="system", content="You are a coding agent."), user("Fix the bug in app/models.py")]
+    for n in range(exchanges):
+        if n and n % users_every == 0:
+            messages.append(user(f"User request number {n}: keep going, and do not add a new helper."))
+        messages.extend(exchange(size))
+    messages.append(assistant("Done."))
+    return messages
+
+
+class ScriptedSummarizer:
+    """Returns ``script(request)``; raises what the script raises. Records each request."""
+
+    model_name = "scripted"
+
+    def __init__(self, script: Callable[[SummaryRequest], str] | None = None, finish_reason: str = "stop"):
+        self.script = script or (lambda request: (request.summary + "\n" if request.summary else "") + "- did a step.")
+        self.finish_reason = finish_reason
+        self.requests: list[SummaryRequest] = []
+
+    def summarize(self, request: SummaryRequest, *, max_tokens: int) -> Completion:
+        self.requests.append(request)
+        text = self.script(request)
+        return Completion(text, self.finish_reason, 100, 10, 0.001)
+
+    def complete(self, messages, *, max_tokens):  # pragma: no cover - not used: summarize is preferred
+        raise AssertionError("scripted summarizer is called through summarize()")
+
+
+def failing(kind: str = "timeout") -> Callable[[SummaryRequest], str]:
+    def script(request: SummaryRequest) -> str:
+        raise SummarizerError(kind, f"scripted {kind}")
+
+    return script
+
+
+def make_compactor(
+    summarizer=None,
+    *,
+    limit: int | None = 20_000,
+    protect_first_n: int = 1,
+    target_ratio: float = 0.05,
+    defrag_threshold: int = 2000,
+    every_n_turns: int = 1,
+    micro: bool = True,
+) -> tuple[Compactor, Conversation]:
+    counter = EstimateCounter()
+    settings = CompactionSettings(
+        protect_first_n=protect_first_n,
+        target_ratio=target_ratio,
+        micro_compact=micro,
+        micro_compact_every_n_turns=every_n_turns,
+        micro_compact_defrag_threshold_tokens=defrag_threshold,
+    )
+    window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=target_ratio)
+    ctx = PassContext(
+        summarizer=summarizer or ScriptedSummarizer(),
+        counter=counter,
+        window=window,
+        protect_first_n=protect_first_n,
+        defrag_threshold_tokens=defrag_threshold,
+    )
+    return Compactor(ctx, settings, session_id="test"), Conversation(counter=counter)
+
+
+def user_texts(messages: list[Message]) -> list[str]:
+    return [m.content for m in messages if m.role == "user"]
+
+
+def assert_tools_paired(messages: list[Message]) -> None:
+    from hermes_tui.transcript import check_tool_pairing
+
+    check_tool_pairing(messages)
+    for n, m in enumerate(messages):
+        for cid in m.call_ids:
+            answered = any(x.role == "tool" and x.tool_call_id == cid for x in messages[n + 1:])
+            assert answered, f"call {cid} at {n} lost its result"

@@ -1,0 +1,78 @@
+"""Batch compaction (``compress``) and how it interoperates with micro passes."""
+
+from __future__ import annotations
+
+from helpers import ScriptedSummarizer, agent_session, assert_tools_paired, failing, make_compactor, user_texts
+
+from hermes_tui.compaction import batch
+
+
+def test_batch_keeps_head_tail_and_every_user_message():
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: "- condensed."), micro=False, target_ratio=0.1)
+    original = agent_session(exchanges=30, size=150, users_every=3)
+    conv.extend(original)
+    report = compactor.compress(conv)
+    assert report.outcome == "compressed"
+    assert report.fields["tokens_delta"] < 0
+    assert user_texts(conv.messages) == user_texts(original)
+    assert conv.messages[:2] == original[:2]
+    assert conv.messages[-3:] == original[-3:]
+    assert [m.meta["compaction"] for m in conv.messages if m.is_marker] == ["batch"]
+    assert_tools_paired(conv.messages)
+
+
+def test_batch_folds_the_micro_summary_and_resets_micro_state():
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: (r.summary + "\n" if r.summary else "") + f"- {r.kind}"))
+    conv.extend(agent_session(exchanges=30, size=150))
+    compactor.micro_pass(conv)
+    compactor.micro_pass(conv)
+    micro_summary = compactor.rolling_summary
+    compactor.state = compactor.state.evolve(failures=2, failing_id="x", defrag_wait=3)
+    compactor.compress(conv)
+    (marker,) = [m for m in conv.messages if m.is_marker]
+    assert marker.meta["compaction"] == "batch"
+    assert marker.meta["summary"].startswith(micro_summary)
+    assert (compactor.state.failures, compactor.state.defrag_wait) == (0, 0)
+    # A micro pass after the batch supersedes the batch marker: still exactly one marker.
+    conv.extend(agent_session(exchanges=10, size=150)[2:])
+    assert compactor.micro_pass(conv).outcome == "absorbed"
+    assert [m.meta["compaction"] for m in conv.messages if m.is_marker] == ["micro"]
+    assert compactor.rolling_summary.startswith(marker.meta["summary"])
+
+
+def test_batch_fires_from_finalize_turn_when_over_threshold():
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: "- condensed."), limit=4000, micro=False)
+    conv.extend(agent_session(exchanges=40, size=150))
+    assert conv.total_tokens > compactor.ctx.window.threshold_tokens
+    reports = compactor.finalize_turn(conv)
+    assert [(r.kind, r.outcome) for r in reports] == [("batch", "compressed")]
+    assert compactor.batch_compactions == 1
+
+
+def test_a_failed_batch_changes_nothing():
+    compactor, conv = make_compactor(ScriptedSummarizer(failing("refused")), micro=False)
+    conv.extend(agent_session(exchanges=20, size=150))
+    before = list(conv.messages)
+    report = compactor.compress(conv)
+    assert (report.outcome, report.fields["failure"]) == ("failed", "refused")
+    assert conv.messages == before
+
+
+def test_large_middles_are_condensed_in_chunks(monkeypatch):
+    monkeypatch.setattr(batch, "CHUNK_TOKENS", 1000)
+    summarizer = ScriptedSummarizer(lambda r: (r.summary + "\n" if r.summary else "") + "- chunk.")
+    compactor, conv = make_compactor(summarizer, micro=False)
+    conv.extend(agent_session(exchanges=30, size=150))
+    report = compactor.compress(conv)
+    assert report.outcome == "compressed"
+    assert report.fields["summarizer_calls"] == len(summarizer.requests) > 3
+    for request in summarizer.requests:  # chunks never split a tool group
+        assert_tools_paired(request.messages)
+
+
+def test_focus_topic_reaches_the_prompt():
+    summarizer = ScriptedSummarizer(lambda r: "- condensed.")
+    compactor, conv = make_compactor(summarizer, micro=False)
+    conv.extend(agent_session(exchanges=10, size=150))
+    compactor.compress(conv, focus="the database migration")
+    assert "the database migration" in summarizer.requests[0].to_chat()[1]["content"]
