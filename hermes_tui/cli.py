@@ -1,0 +1,212 @@
+"""Command line: ``hermes-tui [demo] | compact | report``.
+
+Every user error (a bad transcript, config or endpoint) ends in one line naming
+the file or key and the problem, and a non-zero exit; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from hermes_tui import __version__, paths
+from hermes_tui.compaction.engine import PassReport
+from hermes_tui.config import Config, ConfigError, load_config
+from hermes_tui.conversation import Conversation
+from hermes_tui.logs import setup_logging
+from hermes_tui.replay import TURN_MODES, ReplayResult, replay
+from hermes_tui.summarizers.select import ProviderError
+from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
+from hermes_tui.wiring import make_compactor, make_counter
+
+DEMO_SESSION = Path(__file__).resolve().parent / "assets" / "demo_session.json"
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (UserError, ConfigError, ProviderError, TranscriptError) as exc:
+        print(f"hermes-tui: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hermes-tui: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hermes-tui",
+        description="A local-first terminal chat app whose context never fills up.",
+    )
+    parser.add_argument("--version", action="version", version=f"hermes-tui {__version__}")
+    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_HOME)")
+    parser.set_defaults(run=run_demo)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="replay a bundled agent session and watch it compact")
+    demo.set_defaults(run=run_demo)
+
+    compact = sub.add_parser("compact", help="replay a transcript through compaction, turn by turn")
+    compact.add_argument("transcript", type=Path, help="JSON array (or JSONL) of OpenAI chat messages")
+    compact.add_argument("--out", type=Path, help="write the compacted transcript here (default: stdout)")
+    compact.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"])
+    compact.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
+    compact.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
+    compact.add_argument("--context-limit", type=int, metavar="TOKENS", help="the main model's context window")
+    compact.add_argument("--threshold", type=float, metavar="F", help="compress at this share of the window")
+    compact.add_argument("--target-ratio", type=float, metavar="F", help="share of the threshold kept as tail")
+    compact.add_argument("--protect-first-n", type=int, metavar="N", help="opening messages never compacted")
+    compact.add_argument(
+        "--turns", choices=TURN_MODES, default="user",
+        help="finalize after each user turn (default) or after every agent step",
+    )
+    compact.set_defaults(run=run_compact)
+
+    report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
+    report.add_argument("report_args", nargs=argparse.REMAINDER)
+    report.set_defaults(run=run_report)
+    return parser
+
+
+# --- config --------------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace, overrides: dict | None = None) -> Config:
+    config = load_config(args.config)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    return config.with_overrides(overrides) if overrides else config
+
+
+def _read_transcript(path: Path):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from None
+    return parse_transcript(text, source=str(path))
+
+
+# --- compact -------------------------------------------------------------------------
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    config = _config(args, {
+        "auxiliary.compression.provider": args.provider,
+        "auxiliary.compression.model": args.model,
+        "auxiliary.compression.base_url": args.base_url,
+        "compression.threshold": args.threshold,
+        "compression.target_ratio": args.target_ratio,
+        "compression.protect_first_n": args.protect_first_n,
+    })
+    if args.context_limit is not None and args.context_limit < 256:
+        raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")
+    messages = _read_transcript(args.transcript)
+    setup_logging()
+    counter = make_counter(config)
+    compactor = make_compactor(config, counter=counter, context_limit=args.context_limit, session_id=args.transcript.stem)
+    conv = Conversation(counter=counter)
+    progress = Progress(sys.stderr) if sys.stderr.isatty() else None
+    result = replay(messages, conv, compactor, turns=args.turns, on_turn=progress.update if progress else None)
+    if progress:
+        progress.close()
+    output = dump_transcript(conv.messages) + "\n"
+    if args.out:
+        try:
+            args.out.write_text(output, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
+    else:
+        sys.stdout.write(output)
+    print(result_line(result, compactor.ctx.window.occupancy_pct(conv.total_tokens), len(conv)), file=sys.stderr)
+    return 0
+
+
+def result_line(result: ReplayResult, occupancy: float | None, messages: int) -> str:
+    micro = [r for r in result.reports if r.kind == "micro"]
+    outcomes: dict[str, int] = {}
+    for report in micro:
+        outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
+    mix = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items())) or "none"
+    failures = sorted({r.fields.get("failure") for r in result.reports if r.fields.get("failure")})
+    occ = f"{occupancy:.1f}% of threshold" if occupancy is not None else "unknown (no context limit)"
+    lines = [
+        f"turns {result.turns}, micro passes {len(micro)} ({mix}), batch compactions {result.count('compressed', 'batch')}",
+        f"tokens {result.tokens_before:,} -> {result.tokens_after:,} ({messages} messages), final occupancy {occ}",
+    ]
+    if failures:
+        lines.append(f"failures: {', '.join(failures)} (details in {paths.log_path()})")
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on a terminal."""
+
+    def __init__(self, stream, width: int = 30):
+        self.stream, self.width = stream, width
+
+    def update(self, done: int, total: int, reports: list[PassReport]) -> None:
+        filled = self.width * done // max(total, 1)
+        last = reports[-1].outcome if reports else ""
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] turn {done}/{total} {last:<20}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+
+
+# --- demo ----------------------------------------------------------------------------
+
+
+def progress_dots(done: int, total: int, reports: list[PassReport]) -> None:
+    if sys.stdout.isatty() and (done % 5 == 0 or done == total):
+        print(f"\r  replayed {done}/{total} agent steps", end="", flush=True)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Replay the bundled agent session with the extractive summarizer, printing each pass."""
+    from hermes_tui.report import format_trajectory, trajectory
+
+    config = _config(args, {"auxiliary.compression.provider": "extractive"})
+    setup_logging()
+    messages = _read_transcript(DEMO_SESSION)
+    counter = make_counter(config)
+    compactor = make_compactor(config, counter=counter, context_limit=32_768, session_id="demo")
+    conv = Conversation(counter=counter)
+    print(
+        f"Replaying {DEMO_SESSION.name}: {len(messages)} messages of a real agent session, one pass per agent step,\n"
+        "with the built-in extractive summarizer (no model needed) and a 32,768-token window.\n"
+    )
+    result = replay(messages, conv, compactor, turns="step", on_turn=progress_dots)
+    print()
+    rows = trajectory([r.fields for r in result.reports if r.kind == "micro"])
+    step = max(1, len(rows) // 12)
+    print("\n".join(format_trajectory(rows[::step] + ([rows[-1]] if rows and (len(rows) - 1) % step else []))))
+    print()
+    print(result_line(result, compactor.ctx.window.occupancy_pct(conv.total_tokens), len(conv)))
+    print(f"\nRolling summary now ({compactor.state.summary_tokens} tokens), first lines:")
+    for line in compactor.rolling_summary.splitlines()[:8]:
+        print(f"  {line}")
+    print(f"\nTelemetry: {paths.log_path()}  (summarize it: hermes-tui report --per-session)")
+    return 0
+
+
+# --- report --------------------------------------------------------------------------
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from hermes_tui.report import main as report_main
+
+    return report_main(args.report_args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

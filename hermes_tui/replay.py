@@ -1,0 +1,69 @@
+"""Replay a transcript turn by turn, finalizing each turn as the app would.
+
+``turns="user"``: a turn is a user message and everything up to the next one.
+``turns="step"``: every agent-loop step (an assistant message and its tool
+results) is finalized, as an agent would after each iteration; use it for long
+agent sessions with few user messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from hermes_tui.compaction.engine import Compactor, PassReport, Persist
+from hermes_tui.conversation import Conversation
+from hermes_tui.tokens import count_messages
+from hermes_tui.transcript import Message, iter_steps, iter_turns
+
+TURN_MODES = ("user", "step")
+
+
+@dataclass
+class ReplayResult:
+    reports: list[PassReport] = field(default_factory=list)
+    turns: int = 0
+    tokens_before: int = 0   # the whole input, as one uncompacted transcript
+    tokens_after: int = 0
+
+    def count(self, outcome: str, kind: str | None = None) -> int:
+        return sum(1 for r in self.reports if r.outcome == outcome and (kind is None or r.kind == kind))
+
+
+def turn_boundaries(messages: list[Message], mode: str) -> list[int]:
+    """Indices after which a turn is finalized."""
+    if mode == "user":
+        return [end for start, end in iter_turns(messages) if any(m.role == "user" for m in messages[start:end])]
+    if mode == "step":
+        return [end for start, end in iter_steps(messages) if messages[start].role == "assistant"]
+    raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {mode!r}")
+
+
+def replay(
+    messages: list[Message],
+    conv: Conversation,
+    compactor: Compactor,
+    *,
+    turns: str = "user",
+    persist: Persist | None = None,
+    on_turn: Callable[[int, int, list[PassReport]], None] | None = None,
+    start_at: int = 0,
+) -> ReplayResult:
+    """Feed ``messages[start_at:]`` into ``conv`` and finalize each turn.
+
+    ``start_at`` lets a resumed replay continue after what is already in ``conv``.
+    """
+    result = ReplayResult(tokens_before=count_messages(conv.counter, messages))
+    boundaries = [b for b in turn_boundaries(messages, turns) if b > start_at]
+    position = start_at
+    for number, boundary in enumerate(boundaries, start=1):
+        conv.extend(messages[position:boundary])
+        position = boundary
+        reports = compactor.finalize_turn(conv, persist)
+        result.turns += 1
+        result.reports.extend(reports)
+        if on_turn is not None:
+            on_turn(number, len(boundaries), reports)
+    conv.extend(messages[position:])
+    result.tokens_after = conv.total_tokens
+    return result

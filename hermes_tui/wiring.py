@@ -1,0 +1,78 @@
+"""Build the engine's parts from a validated config: counter, summarizer, window, compactor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import Config, ConfigError, ConfigProblem
+from hermes_tui.summarizers.base import Summarizer
+from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
+
+
+def make_counter(config: Config) -> TokenCounter:
+    """The configured tokenizer (an error if it cannot be read), else a local model's, else the estimate."""
+    explicit = config.compression.tokenizer
+    if explicit:
+        found = find_tokenizer_file(explicit)
+        if found is None:
+            raise ConfigError([ConfigProblem(
+                origin=None, key="compression.tokenizer", line=None,
+                message=f"no tokenizer.json at {explicit}",
+            )])
+        try:
+            return TokenizerCounter(found)
+        except Exception as exc:  # noqa: BLE001 - the tokenizers library raises plain Exception
+            raise ConfigError([ConfigProblem(
+                origin=None, key="compression.tokenizer", line=None,
+                message=f"cannot read tokenizer {found}: {exc}",
+            )]) from None
+    for model in (config.auxiliary.compression.model, config.model.model):
+        found = find_tokenizer_file(model) if model and Path(model).expanduser().exists() else None
+        if found is not None:
+            try:
+                return TokenizerCounter(found)
+            except Exception:  # noqa: BLE001 - an unreadable model tokenizer falls back to the estimate
+                continue
+    return EstimateCounter()
+
+
+def compaction_settings(config: Config) -> CompactionSettings:
+    c = config.compression
+    return CompactionSettings(
+        enabled=c.enabled,
+        threshold=c.threshold,
+        target_ratio=c.target_ratio,
+        protect_first_n=c.protect_first_n,
+        micro_compact=c.micro_compact,
+        micro_compact_every_n_turns=c.micro_compact_every_n_turns,
+        micro_compact_defrag_threshold_tokens=c.micro_compact_defrag_threshold_tokens,
+    )
+
+
+def make_compactor(
+    config: Config,
+    *,
+    counter: TokenCounter,
+    summarizer: Summarizer | None = None,
+    context_limit: int | None = None,
+    session_id: str = "",
+) -> Compactor:
+    settings = compaction_settings(config)
+    window = ContextWindow(
+        limit=context_limit or config.model.context_length,
+        threshold=settings.threshold,
+        target_ratio=settings.target_ratio,
+    )
+    ctx = PassContext(
+        summarizer=summarizer or make_summarizer(config.auxiliary.compression),
+        counter=counter,
+        window=window,
+        protect_first_n=settings.protect_first_n,
+        defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
+        max_tokens_cap=config.auxiliary.compression.max_tokens,
+    )
+    return Compactor(ctx, settings, session_id=session_id, main_model=config.model.model or None)
