@@ -7,6 +7,7 @@ the file or key and the problem, and a non-zero exit; never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -17,6 +18,7 @@ from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import setup_logging
 from hermes_tui.replay import TURN_MODES, ReplayResult, replay
+from hermes_tui.store import Store, StoreError
 from hermes_tui.summarizers.select import ProviderError
 from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
 from hermes_tui.wiring import make_compactor, make_counter
@@ -33,12 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (UserError, ConfigError, ProviderError, TranscriptError) as exc:
+    except (UserError, ConfigError, ProviderError, TranscriptError, StoreError) as exc:
         print(f"hermes-tui: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hermes-tui: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +74,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--turns", choices=TURN_MODES, default="user",
         help="finalize after each user turn (default) or after every agent step",
     )
+    compact.add_argument("--session", metavar="NAME", help="title of the stored session (default: the file name)")
+    compact.add_argument(
+        "--resume", metavar="ID", help="continue an interrupted replay of this transcript in stored session ID"
+    )
     compact.set_defaults(run=run_compact)
+
+    sessions = sub.add_parser("sessions", help="list, show, export, search and delete stored sessions")
+    ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    listing = ssub.add_parser("list", help="stored sessions, newest first")
+    listing.add_argument("--json", action="store_true", help="machine-readable: id, title, created, message count")
+    listing.set_defaults(run=run_sessions_list)
+    show = ssub.add_parser("show", help="a session's active transcript, readable")
+    show.add_argument("id", help="session id (a unique prefix is enough)")
+    show.set_defaults(run=run_sessions_show)
+    export = ssub.add_parser("export", help="a session as OpenAI JSON or Markdown, to stdout")
+    export.add_argument("id")
+    export.add_argument("--format", choices=["json", "md"], default="json")
+    export.add_argument("--all", action="store_true", help="include the archived originals, in order")
+    export.set_defaults(run=run_sessions_export)
+    search = ssub.add_parser("search", help="full-text search over every session, archived messages included")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=20)
+    search.set_defaults(run=run_sessions_search)
+    remove = ssub.add_parser("rm", help="delete a session and all its messages")
+    remove.add_argument("id")
+    remove.set_defaults(run=run_sessions_rm)
 
     report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
     report.add_argument("report_args", nargs=argparse.REMAINDER)
@@ -112,12 +143,30 @@ def run_compact(args: argparse.Namespace) -> int:
     messages = _read_transcript(args.transcript)
     setup_logging()
     counter = make_counter(config)
-    compactor = make_compactor(config, counter=counter, context_limit=args.context_limit, session_id=args.transcript.stem)
-    conv = Conversation(counter=counter)
+    store = Store(paths.state_db_path())
+    if args.resume:
+        session = store.get_session(args.resume)
+        done = _replayed_prefix(store, session.id, messages, args.transcript)
+        conv = Conversation(store.load_active(session.id), counter=counter)
+    else:
+        session = store.create_session(
+            args.session or args.transcript.stem,
+            model=config.model.model or None,
+            aux_model=config.auxiliary.compression.model or config.auxiliary.compression.provider,
+        )
+        done = 0
+        conv = Conversation(counter=counter)
+    compactor = make_compactor(config, counter=counter, context_limit=args.context_limit, session_id=session.id)
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
-    result = replay(messages, conv, compactor, turns=args.turns, on_turn=progress.update if progress else None)
+    result = replay(
+        messages, conv, compactor, turns=args.turns, start_at=done,
+        flush=lambda new: store.flush(session.id, new),
+        persist=lambda pass_result: store.archive_and_compact(session.id, pass_result),
+        on_turn=progress.update if progress else None,
+    )
     if progress:
         progress.close()
+    store.close()
     output = dump_transcript(conv.messages) + "\n"
     if args.out:
         try:
@@ -127,7 +176,17 @@ def run_compact(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(output)
     print(result_line(result, compactor.ctx.window.occupancy_pct(conv.total_tokens), len(conv)), file=sys.stderr)
+    print(f"stored as session {session.id} ({session.title})", file=sys.stderr)
     return 0
+
+
+def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) -> int:
+    """How many input messages an interrupted replay already stored (they must match the input)."""
+    stored = [m for m, _ in store.load_all(session_id) if not m.is_marker]
+    for n, msg in enumerate(stored):
+        if n >= len(messages) or (msg.role, msg.content) != (messages[n].role, messages[n].content):
+            raise UserError(f"{transcript}: message {n} differs from session {session_id}: not the same transcript")
+    return len(stored)
 
 
 def result_line(result: ReplayResult, occupancy: float | None, messages: int) -> str:
@@ -196,6 +255,69 @@ def run_demo(args: argparse.Namespace) -> int:
     for line in compactor.rolling_summary.splitlines()[:8]:
         print(f"  {line}")
     print(f"\nTelemetry: {paths.log_path()}  (summarize it: hermes-tui report --per-session)")
+    return 0
+
+
+# --- sessions ------------------------------------------------------------------------
+
+
+def _store() -> Store:
+    return Store(paths.state_db_path())
+
+
+def run_sessions_list(args: argparse.Namespace) -> int:
+    import json
+    from datetime import datetime
+
+    with _store() as store:
+        sessions = store.list_sessions()
+    if args.json:
+        rows = [{"id": s.id, "title": s.title, "created": s.created, "message_count": s.message_count} for s in sessions]
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not sessions:
+        print("no sessions yet")
+    for s in sessions:
+        when = datetime.fromtimestamp(s.updated).strftime("%Y-%m-%d %H:%M")
+        print(f"{s.id}  {when}  {s.message_count:>6} messages  {s.title}")
+    return 0
+
+
+def run_sessions_show(args: argparse.Namespace) -> int:
+    from hermes_tui.store.export import to_markdown
+
+    with _store() as store:
+        info = store.get_session(args.id)
+        print(to_markdown(info, store.load_active(info.id)))
+    return 0
+
+
+def run_sessions_export(args: argparse.Namespace) -> int:
+    from hermes_tui.store.export import session_messages, to_json, to_markdown
+
+    with _store() as store:
+        info = store.get_session(args.id)
+        messages = session_messages(store, info.id, include_archived=args.all)
+    print(to_json(messages) if args.format == "json" else to_markdown(info, messages))
+    return 0
+
+
+def run_sessions_search(args: argparse.Namespace) -> int:
+    with _store() as store:
+        hits = store.search(args.query, limit=args.limit)
+    if not hits:
+        print(f"no matches for {args.query!r}")
+    for hit in hits:
+        state = " (archived)" if hit.state == "archived" else ""
+        print(f"{hit.session_id}  {hit.role:<9}{state}  {hit.title}: {hit.snippet}")
+    return 0
+
+
+def run_sessions_rm(args: argparse.Namespace) -> int:
+    with _store() as store:
+        info = store.get_session(args.id)
+        store.delete_session(info.id)
+    print(f"deleted session {info.id} ({info.title}, {info.message_count} messages)")
     return 0
 
 

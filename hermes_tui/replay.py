@@ -13,6 +13,7 @@ from typing import Callable
 
 from hermes_tui.compaction.engine import Compactor, PassReport, Persist
 from hermes_tui.conversation import Conversation
+from hermes_tui.faults import crash_point
 from hermes_tui.tokens import count_messages
 from hermes_tui.transcript import Message, iter_steps, iter_turns
 
@@ -46,24 +47,34 @@ def replay(
     *,
     turns: str = "user",
     persist: Persist | None = None,
+    flush: Callable[[list[Message]], None] | None = None,
     on_turn: Callable[[int, int, list[PassReport]], None] | None = None,
     start_at: int = 0,
 ) -> ReplayResult:
     """Feed ``messages[start_at:]`` into ``conv`` and finalize each turn.
 
-    ``start_at`` lets a resumed replay continue after what is already in ``conv``.
+    ``flush`` receives each turn's new messages before the turn is finalized (the
+    store's append-only flush). ``start_at`` lets a resumed replay continue after
+    what is already in ``conv``; a turn that ended exactly there is finalized again,
+    since its pass may not have run.
     """
     result = ReplayResult(tokens_before=count_messages(conv.counter, messages))
-    boundaries = [b for b in turn_boundaries(messages, turns) if b > start_at]
+    boundaries = [b for b in turn_boundaries(messages, turns) if b >= start_at and b > 0]
     position = start_at
     for number, boundary in enumerate(boundaries, start=1):
-        conv.extend(messages[position:boundary])
+        new = messages[position:boundary]
+        conv.extend(new)
+        if flush is not None:
+            flush(new)
         position = boundary
         reports = compactor.finalize_turn(conv, persist)
+        crash_point("turn.end")
         result.turns += 1
         result.reports.extend(reports)
         if on_turn is not None:
             on_turn(number, len(boundaries), reports)
     conv.extend(messages[position:])
+    if flush is not None:
+        flush(messages[position:])
     result.tokens_after = conv.total_tokens
     return result

@@ -46,6 +46,8 @@ class Message:
     # Token count cache: the count and the name of the counter that produced it.
     token_count: int | None = None
     token_counter: str | None = None
+    # Set once the message is in the store, so the append-only flush skips it.
+    stored: bool = False
 
     # --- what kind of message this is -------------------------------------------------
     @property

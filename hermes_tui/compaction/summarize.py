@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hermes_tui.compaction import prompts
+from hermes_tui.faults import crash_point
 from hermes_tui.summarizers.base import Completion, Summarizer
 from hermes_tui.transcript import Message
 
@@ -30,6 +31,7 @@ class SummaryRequest:
 
 
 def run_summarizer(summarizer: Summarizer, request: SummaryRequest, *, max_tokens: int) -> Completion:
+    crash_point("summarizer.call")
     structured = getattr(summarizer, "summarize", None)
     if callable(structured):
         return structured(request, max_tokens=max_tokens)

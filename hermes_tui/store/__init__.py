@@ -1,0 +1,6 @@
+"""The session store: SQLite on the user's disk (``$HERMES_HOME/state.db``)."""
+
+from hermes_tui.store.db import StoreError
+from hermes_tui.store.store import SearchHit, SessionInfo, Store
+
+__all__ = ["SearchHit", "SessionInfo", "Store", "StoreError"]

@@ -1,0 +1,48 @@
+"""Export a stored session as OpenAI-format JSON or as Markdown."""
+
+from __future__ import annotations
+
+import json
+
+from hermes_tui.store.store import ARCHIVED, SessionInfo, Store
+from hermes_tui.transcript import Message
+
+
+def session_messages(store: Store, session_id: str, *, include_archived: bool) -> list[Message]:
+    """Active messages, or every row in order with archived ones flagged ``meta.archived``."""
+    if not include_archived:
+        return store.load_active(session_id)
+    out = []
+    for msg, state in store.load_all(session_id):
+        if state == ARCHIVED:
+            msg.meta = {**msg.meta, "archived": True}
+        out.append(msg)
+    return out
+
+
+def to_json(messages: list[Message]) -> str:
+    return json.dumps([m.to_openai(with_meta=True) for m in messages], ensure_ascii=False, indent=1)
+
+
+def to_markdown(info: SessionInfo, messages: list[Message]) -> str:
+    lines = [f"# {info.title or info.id}", "", f"Session `{info.id}`", ""]
+    for msg in messages:
+        archived = " (archived)" if msg.meta.get("archived") else ""
+        if msg.is_marker:
+            lines += [f"## Context summary ({msg.meta['compaction']}){archived}", "", str(msg.meta.get("summary", "")), ""]
+            continue
+        heading = {"tool": f"Tool result{f' ({msg.name})' if msg.name else ''}"}.get(msg.role, msg.role.capitalize())
+        lines += [f"## {heading}{archived}", ""]
+        if msg.content:
+            lines += [_fence(msg.content) if msg.role == "tool" else msg.content, ""]
+        for call in msg.tool_calls or []:
+            function = call.get("function") or {}
+            lines += [f"Tool call `{function.get('name', '?')}`:", "", _fence(str(function.get("arguments", ""))), ""]
+    return "\n".join(lines)
+
+
+def _fence(text: str) -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}\n{text}\n{fence}"

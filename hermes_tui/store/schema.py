@@ -1,0 +1,114 @@
+"""The database schema as numbered migrations, keyed on ``PRAGMA user_version``.
+
+Each migration runs in one transaction together with the version bump, so a
+database is always at exactly one version. Never edit a released migration:
+add the next one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: sessions and messages. A message row is never deleted by compaction: absorbed
+    #    rows and superseded markers become state 'archived'. Rows are ordered by
+    #    (position, rowid): a marker takes the position of the last message it replaced
+    #    and sorts right after it.
+    """
+    CREATE TABLE sessions (
+        id         TEXT PRIMARY KEY,
+        title      TEXT NOT NULL DEFAULT '',
+        model      TEXT,
+        aux_model  TEXT,
+        created    REAL NOT NULL,
+        updated    REAL NOT NULL,
+        settings   TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE TABLE messages (
+        rowid        INTEGER PRIMARY KEY,
+        id           TEXT NOT NULL UNIQUE,
+        session_id   TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        position     INTEGER NOT NULL,
+        role         TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+        content      TEXT NOT NULL,
+        tool_calls   TEXT,
+        tool_call_id TEXT,
+        name         TEXT,
+        token_count  INTEGER,
+        token_counter TEXT,
+        kind         TEXT NOT NULL DEFAULT 'message' CHECK (kind IN ('message', 'marker')),
+        state        TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'archived')),
+        archived_by  TEXT,
+        meta         TEXT NOT NULL DEFAULT '{}',
+        created      REAL NOT NULL
+    );
+    CREATE INDEX messages_by_session ON messages (session_id, state, position, rowid);
+    """,
+    # 2: full-text search over content and tool names (archived rows included: search
+    #    finds what compaction condensed). External-content FTS5 kept in step by triggers.
+    """
+    ALTER TABLE messages ADD COLUMN tool_names TEXT NOT NULL DEFAULT '';
+    UPDATE messages SET tool_names = COALESCE(
+        (SELECT group_concat(json_extract(value, '$.function.name'), ' ') FROM json_each(messages.tool_calls)),
+        COALESCE(name, '')
+    );
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, tool_names, content='messages', content_rowid='rowid', tokenize='porter unicode61'
+    );
+    INSERT INTO messages_fts (rowid, content, tool_names) SELECT rowid, content, tool_names FROM messages;
+    CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts (rowid, content, tool_names) VALUES (new.rowid, new.content, new.tool_names);
+    END;
+    CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, tool_names)
+        VALUES ('delete', old.rowid, old.content, old.tool_names);
+    END;
+    CREATE TRIGGER messages_au AFTER UPDATE OF content, tool_names ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, tool_names)
+        VALUES ('delete', old.rowid, old.content, old.tool_names);
+        INSERT INTO messages_fts (rowid, content, tool_names) VALUES (new.rowid, new.content, new.tool_names);
+    END;
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Bring the database up to ``target``; returns the version it started at.
+
+    ``conn`` must be in autocommit mode (isolation_level None).
+    """
+    start = user_version(conn)
+    if start > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"schema version {start} is newer than this hermes-tui understands ({SCHEMA_VERSION}): upgrade hermes-tui"
+        )
+    for version in range(start + 1, target + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return start
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN ... END)."""
+    statements, buffer = [], ""
+    for line in script.strip().splitlines():
+        buffer += line + "\n"
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements

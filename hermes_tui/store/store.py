@@ -1,0 +1,296 @@
+"""Sessions and messages on disk: append-only flush, one-transaction compaction, resume, search.
+
+Rows written per pass are proportional to the exchange: the absorbed rows change
+state, the superseded marker changes state, one marker row is inserted. Nothing a
+user typed or a tool returned is ever deleted by compaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
+from hermes_tui.faults import crash_point
+from hermes_tui.store.db import StoreError, open_database, translate_errors
+from hermes_tui.transcript import Message
+
+ACTIVE, ARCHIVED = "active", "archived"
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    title: str
+    created: float
+    updated: float
+    model: str | None = None
+    aux_model: str | None = None
+    message_count: int = 0   # every message ever added (active and archived), markers excluded
+    active_count: int = 0    # what a resume loads, markers included
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    session_id: str
+    title: str
+    message_id: str
+    role: str
+    state: str
+    snippet: str
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.db = open_database(self.path)
+        self.conn = self.db.conn
+        self._next_position: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- sessions ----------------------------------------------------------------------
+    def create_session(
+        self, title: str, *, model: str | None = None, aux_model: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> SessionInfo:
+        now = time.time()
+        session_id = uuid.uuid4().hex[:12]
+        with self._transaction():
+            self.conn.execute(
+                "INSERT INTO sessions (id, title, model, aux_model, created, updated, settings) VALUES (?,?,?,?,?,?,?)",
+                (session_id, title, model, aux_model, now, now, json.dumps(settings or {})),
+            )
+        self._next_position[session_id] = 0
+        return SessionInfo(session_id, title, now, now, model, aux_model)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        with translate_errors(self.path):
+            rows = self.conn.execute(_SESSION_SELECT + " GROUP BY s.id ORDER BY s.updated DESC").fetchall()
+        return [SessionInfo(*row) for row in rows]
+
+    def get_session(self, id_or_prefix: str) -> SessionInfo:
+        """A session by id or unique id prefix (like git)."""
+        with translate_errors(self.path):
+            rows = self.conn.execute(
+                _SESSION_SELECT + " WHERE s.id LIKE ? || '%' GROUP BY s.id", (id_or_prefix.replace("%", ""),)
+            ).fetchall()
+        exact = [r for r in rows if r[0] == id_or_prefix]
+        if exact:
+            rows = exact
+        if not rows or not id_or_prefix:
+            raise StoreError(f"no session {id_or_prefix!r} in {self.path} (hermes-tui sessions list shows them)")
+        if len(rows) > 1:
+            raise StoreError(f"session id {id_or_prefix!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
+        return SessionInfo(*rows[0])
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        with self._transaction():
+            self.conn.execute("UPDATE sessions SET title = ?, updated = ? WHERE id = ?", (title, time.time(), session_id))
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session and its messages: only ever on the user's explicit request."""
+        with self._transaction():
+            self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            self.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._next_position.pop(session_id, None)
+
+    # --- writing -------------------------------------------------------------------------
+    def flush(self, session_id: str, messages: Iterable[Message]) -> int:
+        """Append the messages not stored yet, in one transaction; stamp them stored."""
+        new = [m for m in messages if not m.stored]
+        if not new:
+            return 0
+        with self._transaction():
+            self._append(session_id, new)
+            crash_point("flush.before_commit")
+            self._touch(session_id)
+        for msg in new:
+            msg.stored = True
+        return len(new)
+
+    def archive_and_compact(self, session_id: str, result: PassResult) -> None:
+        """Publish a pass in one transaction: archive what it absorbed, insert its marker.
+
+        Used as the compactor's ``persist`` hook: if this raises, the pass is not
+        published and the in-memory transcript stays as it was.
+        """
+        splice = result.splice
+        with self._transaction():
+            if splice is not None:
+                marker = splice.marker
+                # Normally flushed before the pass; if not, they go in now, with the pass.
+                unstored = [m for m in splice.archived if not m.stored]
+                self._append(session_id, unstored)
+                anchor = self._position_of(session_id, splice.removed[-1][1])
+                for msg in splice.archived:
+                    self._archive(session_id, msg, marker.id)
+                crash_point("compact.after_archive")
+                self._insert(session_id, marker, anchor, ACTIVE)
+            for msg in result.skipped:
+                self.conn.execute(
+                    "UPDATE messages SET meta = json_set(meta, ?, json('true')) WHERE id = ? AND session_id = ?",
+                    (f"$.{SKIPPED_FLAG}", msg.id, session_id),
+                )
+            crash_point("compact.before_commit")
+            self._touch(session_id)
+        crash_point("compact.after_commit")
+        if splice is not None:
+            for msg in (*splice.archived, splice.marker):
+                msg.stored = True
+
+    # --- reading -------------------------------------------------------------------------
+    def load_active(self, session_id: str) -> list[Message]:
+        """What a resume loads: active rows in order (the compaction state is in the newest marker)."""
+        return [msg for msg, _ in self._rows(session_id, "AND state = 'active'")]
+
+    def load_all(self, session_id: str) -> list[tuple[Message, str]]:
+        """Every row with its state, in order: archived originals where they were, markers after."""
+        return self._rows(session_id, "")
+
+    def search(self, query: str, limit: int = 50) -> list[SearchHit]:
+        terms = " ".join('"' + term.replace('"', '""') + '"' for term in query.split())
+        if not terms:
+            return []
+        with translate_errors(self.path):
+            rows = self.conn.execute(
+                """SELECT m.session_id, s.title, m.id, m.role, m.state,
+                          snippet(messages_fts, -1, '[', ']', '...', 12)
+                   FROM messages_fts
+                   JOIN messages m ON m.rowid = messages_fts.rowid
+                   JOIN sessions s ON s.id = m.session_id
+                   WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?""",
+                (terms, limit),
+            ).fetchall()
+        return [SearchHit(*row) for row in rows]
+
+    def count_rows(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+
+    # --- internals -----------------------------------------------------------------------
+    def _transaction(self):
+        return _Transaction(self)
+
+    def _position(self, session_id: str) -> int:
+        if session_id not in self._next_position:
+            row = self.conn.execute(
+                "SELECT max(position) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            self._next_position[session_id] = (row[0] + 1) if row[0] is not None else 0
+        return self._next_position[session_id]
+
+    def _position_of(self, session_id: str, message_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT position FROM messages WHERE id = ? AND session_id = ?", (message_id, session_id)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: message {message_id} is not in session {session_id}")
+        return row[0]
+
+    def _append(self, session_id: str, messages: list[Message]) -> None:
+        """Insert messages at the end of the session (inside the caller's transaction)."""
+        position = self._position(session_id)
+        for offset, msg in enumerate(messages):
+            self._insert(session_id, msg, position + offset, ACTIVE)
+        self._next_position[session_id] = position + len(messages)
+
+    def _insert(self, session_id: str, msg: Message, position: int, state: str) -> None:
+        self.conn.execute(
+            """INSERT INTO messages (id, session_id, position, role, content, tool_calls, tool_call_id, name,
+                   token_count, token_counter, kind, state, meta, created, tool_names)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (
+                msg.id, session_id, position, msg.role, msg.content,
+                json.dumps(msg.tool_calls) if msg.tool_calls else None,
+                msg.tool_call_id, msg.name, msg.token_count, msg.token_counter,
+                "marker" if msg.is_marker else "message", state, json.dumps(msg.meta), time.time(),
+                " ".join(_tool_names(msg)),
+            ),
+        )
+
+    def _archive(self, session_id: str, msg: Message, marker_id: str) -> None:
+        cursor = self.conn.execute(
+            "UPDATE messages SET state = 'archived', archived_by = ? WHERE id = ? AND session_id = ? AND state = 'active'",
+            (marker_id, msg.id, session_id),
+        )
+        if cursor.rowcount != 1:
+            raise StoreError(f"{self.path}: message {msg.id} is not an active row of session {session_id}")
+
+    def _touch(self, session_id: str) -> None:
+        self.conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+
+    def _rows(self, session_id: str, where: str) -> list[tuple[Message, str]]:
+        with translate_errors(self.path):
+            rows = self.conn.execute(
+                f"""SELECT id, role, content, tool_calls, tool_call_id, name, token_count, token_counter, meta, state
+                    FROM messages WHERE session_id = ? {where} ORDER BY position, rowid""",
+                (session_id,),
+            ).fetchall()
+        out = []
+        for mid, role, content, tool_calls, tool_call_id, name, tokens, counter, meta, state in rows:
+            msg = Message(
+                role=role, content=content, tool_calls=json.loads(tool_calls) if tool_calls else None,
+                tool_call_id=tool_call_id, name=name, meta=json.loads(meta), id=mid,
+                token_count=tokens, token_counter=counter, stored=True,
+            )
+            out.append((msg, state))
+        return out
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT; any exception rolls back, and SQLite errors become StoreErrors."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def __enter__(self) -> None:
+        with translate_errors(self.store.path):
+            self.store.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        conn = self.store.conn
+        if exc_type is None:
+            try:
+                with translate_errors(self.store.path):
+                    conn.execute("COMMIT")
+                return False
+            except StoreError:
+                self._rollback()
+                raise
+        self._rollback()
+        if isinstance(exc, (sqlite3.DatabaseError, OSError)):
+            with translate_errors(self.store.path):
+                raise exc
+        return False
+
+    def _rollback(self) -> None:
+        if self.store.conn.in_transaction:
+            self.store.conn.execute("ROLLBACK")
+        self.store._next_position.clear()  # positions handed out inside were not kept
+
+
+_SESSION_SELECT = """
+    SELECT s.id, s.title, s.created, s.updated, s.model, s.aux_model,
+           count(CASE WHEN m.kind = 'message' THEN 1 END),
+           count(CASE WHEN m.state = 'active' THEN 1 END)
+    FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+"""
+
+
+def _tool_names(msg: Message) -> list[str]:
+    names = [str((call.get("function") or {}).get("name", "")) for call in msg.tool_calls or []]
+    if msg.role == "tool" and msg.name:
+        names.append(msg.name)
+    return [n for n in names if n]
