@@ -332,3 +332,27 @@ def test_exchange_with_unanswered_call_is_not_absorbed():
     pending = exchange(100)[0]  # assistant with a call but no result yet
     conv.append(pending)
     assert compactor.micro_pass(conv).outcome == "nothing_to_absorb"
+
+
+def test_window_pressure_folds_a_backlog_in_one_defrag():
+    kinds = []
+
+    def script(request):
+        kinds.append(request.kind)
+        return "- folded."
+
+    # A small window: one large step pushes several exchanges out of the tail at once.
+    compactor, conv = make_compactor(ScriptedSummarizer(script), limit=8000, target_ratio=0.1)
+    conv.extend(agent_session(exchanges=12, size=300))
+    assert conv.total_tokens > 0.75 * compactor.ctx.window.threshold_tokens
+    report = compactor.micro_pass(conv)
+    assert report.outcome == "defrag" and kinds == ["defrag"]
+    assert len(summarizer_messages := compactor.ctx.summarizer.requests[0].messages) > 2  # the whole backlog
+    assert all(m.role != "user" for m in summarizer_messages)
+    assert report.fields["tokens_delta"] < -1000
+
+
+def test_no_pressure_defrag_below_the_pressure_point():
+    compactor, conv = make_compactor(limit=200_000, target_ratio=0.01)
+    conv.extend(agent_session(exchanges=12, size=300))
+    assert compactor.micro_pass(conv).outcome == "absorbed"

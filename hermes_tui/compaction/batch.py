@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from hermes_tui.compaction import checks
-from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.micro import PassContext, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import BATCH_FAILED, COMPRESSED, NOTHING_TO_ABSORB, MicroState, PassResult
 from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
@@ -43,11 +43,9 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     for chunk in _chunks(messages, absorb, ctx):
         chunk_tokens = count_messages(ctx.counter, chunk)
         request = SummaryRequest("batch", summary, [redact_message(m) for m in chunk], focus)
-        budget = int((summary_tokens + chunk_tokens) * 1.25) + 64
-        if ctx.max_tokens_cap is not None:
-            budget = min(budget, ctx.max_tokens_cap)
         try:
-            completion = run_summarizer(ctx.summarizer, request, max_tokens=max(32, budget))
+            budget = generation_budget(ctx, summary_tokens + chunk_tokens)
+            completion = run_summarizer(ctx.summarizer, request, max_tokens=budget)
         except SummarizerError as exc:
             return PassResult(BATCH, BATCH_FAILED, state, failure=exc.kind, stats=_timed(stats, started))
         stats["summarizer_calls"] += 1

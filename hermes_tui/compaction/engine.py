@@ -100,7 +100,10 @@ class Compactor:
         return reports
 
     def micro_pass(self, conv: Conversation, persist: Persist | None = None) -> PassReport:
-        return self._run(MICRO, conv, persist, lambda: plan_micro_pass(list(conv.messages), self.state, self.ctx))
+        return self._run(
+            MICRO, conv, persist,
+            lambda: plan_micro_pass(list(conv.messages), self.state, self.ctx, total_tokens=conv.total_tokens),
+        )
 
     def compress(self, conv: Conversation, *, focus: str | None = None, persist: Persist | None = None) -> PassReport:
         """Batch compaction now (threshold crossed, or ``/compact``)."""

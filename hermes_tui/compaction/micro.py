@@ -36,6 +36,9 @@ from hermes_tui.tokens import TokenCounter, count_messages
 from hermes_tui.transcript import MICRO, Message, exchange_end, make_marker
 
 DEFRAG_MAX_RATIO = 0.6
+# Share of the compaction threshold past which a backlog of waiting exchanges is
+# folded in one defrag rather than one exchange per turn.
+PRESSURE_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,14 @@ class PassContext:
     protect_first_n: int = 3
     defrag_threshold_tokens: int = 2000
     max_tokens_cap: int | None = None  # config auxiliary.compression.max_tokens
+    pressure_share: float | None = PRESSURE_SHARE  # None: defrag on summary size only, as the spec
 
 
-def plan_micro_pass(messages: list[Message], state: MicroState, ctx: PassContext) -> PassResult:
+def plan_micro_pass(
+    messages: list[Message], state: MicroState, ctx: PassContext, *, total_tokens: int | None = None
+) -> PassResult:
+    """Plan one pass. ``total_tokens`` (the transcript's, kept by Conversation) enables the
+    pressure trigger without recounting the transcript."""
     started = time.perf_counter()
     head = head_end(messages, ctx.protect_first_n)
     tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
@@ -59,17 +67,40 @@ def plan_micro_pass(messages: list[Message], state: MicroState, ctx: PassContext
         state = state.evolve(summary_tokens=ctx.counter.count_text(state.summary))
     cursor = normalize_cursor(messages, max(state.cursor or 0, head))
 
-    if state.summary_tokens > ctx.defrag_threshold_tokens:
-        if state.defrag_wait == 0:
-            result = _defrag(messages, state, ctx, head, tail)
-        else:
-            state = state.evolve(defrag_wait=state.defrag_wait - 1)
-            result = _absorb(messages, state, ctx, cursor, tail)
+    reason = _defrag_reason(messages, state, ctx, cursor, tail, total_tokens)
+    if reason and state.defrag_wait == 0:
+        result = _defrag(messages, state, ctx, head, tail)
+        result.stats["defrag_reason"] = reason
     else:
+        if reason:
+            state = state.evolve(defrag_wait=state.defrag_wait - 1)
         result = _absorb(messages, state, ctx, cursor, tail)
     result.stats.setdefault("cursor", cursor)
     result.stats["duration_ms"] = round((time.perf_counter() - started) * 1000)
     return result
+
+
+def _defrag_reason(
+    messages: list[Message], state: MicroState, ctx: PassContext, cursor: int, tail: int, total_tokens: int | None
+) -> str | None:
+    """Why this pass should defrag, if it should.
+
+    The spec's trigger is a baggy summary. We add window pressure: one exchange per
+    turn cannot keep up when a single step lands more than the tail budget (a large
+    tool output pushes several exchanges out of the tail at once), and the backlog
+    would otherwise sit there until batch compaction stalls the session. Defrag is
+    the spec's own way to fold "whatever middle remains" in one shot.
+    """
+    if state.summary_tokens > ctx.defrag_threshold_tokens:
+        return "summary_size"
+    if ctx.pressure_share is None or total_tokens is None:
+        return None
+    if total_tokens < ctx.pressure_share * ctx.window.threshold_tokens:
+        return None
+    end = exchange_end(messages, cursor) if cursor < tail else None
+    if end is None or normalize_cursor(messages, end) >= tail:
+        return None  # at most one exchange waiting: an ordinary pass absorbs it
+    return "window_pressure"
 
 
 def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor: int, tail: int) -> PassResult:
@@ -82,7 +113,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     stats = {"cursor": cursor, "exchange_tokens": exchange_tokens}
 
     request = SummaryRequest("absorb", redact(state.summary), [redact_message(m) for m in exchange])
-    max_tokens = _generation_budget(ctx, replaced_tokens)
+    max_tokens = generation_budget(ctx, replaced_tokens)
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
     except SummarizerError as exc:
@@ -113,7 +144,7 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
 
     request = SummaryRequest("defrag", redact(state.summary), [redact_message(m) for m in middle_messages])
     try:
-        completion = run_summarizer(ctx.summarizer, request, max_tokens=_generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO))
+        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO))
         stats.update(_usage(completion))
         summary = redact(checks.clean_summary(completion.text))
         summary_tokens = ctx.counter.count_text(summary)
@@ -189,15 +220,13 @@ def _after_splice(state: MicroState, splice: Splice, summary: str, summary_token
     )
 
 
-def _generation_budget(ctx: PassContext, replaced_tokens: int, ratio: float = 1.0) -> int:
+def generation_budget(ctx: PassContext, replaced_tokens: int, ratio: float = 1.0) -> int:
     """Cap generation just past what the checks would accept: more could only be rejected.
 
     Our count and the model's own tokenizer can differ, hence the margin.
     """
-    budget = int(replaced_tokens * ratio * 1.25) + 64
-    if ctx.max_tokens_cap is not None:
-        budget = min(budget, ctx.max_tokens_cap)
-    return max(32, budget)
+    budget = max(32, int(replaced_tokens * ratio * 1.25) + 64)
+    return budget if ctx.max_tokens_cap is None else min(budget, ctx.max_tokens_cap)
 
 
 def _usage(completion) -> dict:
