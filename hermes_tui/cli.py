@@ -14,9 +14,9 @@ from typing import Sequence
 
 from hermes_tui import __version__, paths
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.config import Config, ConfigError, load_config
+from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
-from hermes_tui.logs import setup_logging
+from hermes_tui.logs import LogFileError, setup_logging
 from hermes_tui.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
 from hermes_tui.summarizers.select import ProviderError
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (UserError, ConfigError, ProviderError, TranscriptError, StoreError) as exc:
+    except (UserError, ConfigError, ProviderError, TranscriptError, StoreError, LogFileError) as exc:
         print(f"hermes-tui: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -111,9 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, overrides: dict | None = None) -> Config:
+    """The config file (a named one must exist), with command-line flags applied on top."""
+    if args.config is not None and not args.config.is_file():
+        raise UserError(f"--config {args.config}: no such file")
     config = load_config(args.config)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    return config.with_overrides(overrides) if overrides else config
+    try:
+        return apply_overrides(config, overrides, origin="command line") if overrides else config
+    except ConfigError as exc:
+        flag = FLAG_OF_KEY.get(exc.key or "", exc.key)
+        raise UserError(f"{flag}: {exc.message}") from None
+
+
+# The compact flags and the config keys they override, so errors name what was typed.
+FLAG_OF_KEY = {
+    "auxiliary.compression.provider": "--provider",
+    "auxiliary.compression.model": "--model",
+    "auxiliary.compression.base_url": "--base-url",
+    "compression.threshold": "--threshold",
+    "compression.target_ratio": "--target-ratio",
+    "compression.protect_first_n": "--protect-first-n",
+}
 
 
 def _read_transcript(path: Path):
@@ -197,8 +215,12 @@ def result_line(result: ReplayResult, occupancy: float | None, messages: int) ->
     mix = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items())) or "none"
     failures = sorted({r.fields.get("failure") for r in result.reports if r.fields.get("failure")})
     occ = f"{occupancy:.1f}% of threshold" if occupancy is not None else "unknown (no context limit)"
+    failed_batches = result.count("failed", "batch")
+    batches = f"batch compactions {result.count('compressed', 'batch')}" + (
+        f" ({failed_batches} failed)" if failed_batches else ""
+    )
     lines = [
-        f"turns {result.turns}, micro passes {len(micro)} ({mix}), batch compactions {result.count('compressed', 'batch')}",
+        f"turns {result.turns}, micro passes {len(micro)} ({mix}), {batches}",
         f"tokens {result.tokens_before:,} -> {result.tokens_after:,} ({messages} messages), final occupancy {occ}",
     ]
     if failures:

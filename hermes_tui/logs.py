@@ -56,7 +56,11 @@ def setup_logging(log_file: Path | None = None, *, level: int = logging.INFO) ->
         paths.ensure_dir(path.parent)
         handler = _AgentLogHandler(path, mode="a", encoding="utf-8")
     except OSError as exc:
-        raise LogFileError(path, exc.strerror or str(exc), exc.errno) from exc
+        reason = exc.strerror or str(exc)
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            reason = f"{blocker} is a file, not a folder (move it aside or set HERMES_HOME elsewhere)"
+        raise LogFileError(path, reason, exc.errno) from exc
     handler.setLevel(level)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     logger.addHandler(handler)

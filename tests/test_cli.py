@@ -1,0 +1,683 @@
+"""``hermes-tui`` as users run it: the real entry point in a subprocess, HERMES_HOME in a
+temp dir, a transcript file on disk, the compacted transcript on stdout (or ``--out``),
+telemetry in ``$HERMES_HOME/logs/agent.log`` and one error line on stderr for bad input.
+
+The integration tests point ``compact`` at a real ``mlx_lm.server`` serving the tiny
+random-weight model (``conftest.mlx_server``). That model never emits an end token, so
+every summary it writes is cut off by ``max_tokens``: the truthful expectation is that
+every pass fails with ``cut_off`` and that the third failure on one exchange skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import free_port
+
+SCRIPT = Path(sys.executable).parent / "hermes-tui"
+ENTRY_POINTS = {
+    "module": [sys.executable, "-m", "hermes_tui.cli"],
+    "script": [str(SCRIPT)],
+}
+TELEMETRY_PREFIX = "micro compaction telemetry: "
+CLI_TIMEOUT_S = 120
+
+
+# --- running the CLI -----------------------------------------------------------------
+
+
+def run_cli(
+    home: Path, *args: str, entry: str = "module", cwd: Path | None = None, timeout: float = CLI_TIMEOUT_S
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [*ENTRY_POINTS[entry], *args],
+        env=env,
+        cwd=cwd or home,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def explain(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-3000:]}"
+
+
+def telemetry(home: Path) -> list[dict[str, Any]]:
+    """The micro telemetry records in ``$HERMES_HOME/logs/agent.log`` (each line's JSON must parse)."""
+    log = home / "logs" / "agent.log"
+    records = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if TELEMETRY_PREFIX in line:
+            records.append(json.loads(line.split(TELEMETRY_PREFIX, 1)[1]))
+    return records
+
+
+def batch_lines(home: Path) -> list[str]:
+    log = home / "logs" / "agent.log"
+    return [line for line in log.read_text(encoding="utf-8").splitlines() if "context compression attempt telemetry:" in line]
+
+
+def result_lines(stderr: str) -> tuple[re.Match, re.Match]:
+    turns = re.search(
+        r"^turns (\d+), micro passes (\d+) \((.*)\), batch compactions (\d+)$", stderr, re.M
+    )
+    tokens = re.search(
+        r"^tokens ([\d,]+) -> ([\d,]+) \((\d+) messages\), final occupancy (.+)$", stderr, re.M
+    )
+    assert turns and tokens, stderr
+    return turns, tokens
+
+
+def markers(messages: list[dict], kind: str | None = None) -> list[dict]:
+    return [
+        m for m in messages
+        if isinstance(m.get("meta"), dict) and m["meta"].get("compaction") and (kind is None or m["meta"]["compaction"] == kind)
+    ]
+
+
+def user_contents(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] == "user"]
+
+
+def write_json(path: Path, messages: list[dict]) -> Path:
+    path.write_text(json.dumps(messages, indent=2), encoding="utf-8")
+    return path
+
+
+def write_jsonl(path: Path, messages: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+    return path
+
+
+# --- a small, realistic agent session ---------------------------------------------------
+
+EXPORT_PY = '''\
+import csv
+import io
+
+from app.models import Customer
+
+HEADER = ["id", "name", "email", "created"]
+
+
+def export_customers(customers: list[Customer]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(HEADER)
+    for customer in customers:
+        try:
+            name = customer.name.encode("ascii").decode()
+        except UnicodeEncodeError:
+            continue  # TODO: why do we skip these?
+        writer.writerow([customer.id, name, customer.email, customer.created.isoformat()])
+    return out.getvalue()
+
+
+def export_to_file(customers: list[Customer], path: str) -> int:
+    text = export_customers(customers)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return text.count("\\n") - 1
+'''
+
+PYTEST_FAIL = '''\
+============================= test session starts ==============================
+collected 14 items
+
+tests/test_export.py ......F.                                            [ 57%]
+tests/test_models.py ......                                              [100%]
+
+=================================== FAILURES ===================================
+_________________________ test_export_keeps_unicode_names ______________________
+
+    def test_export_keeps_unicode_names():
+        customers = [make_customer(1, "Zoë Åkesson"), make_customer(2, "Bob")]
+>       assert export_customers(customers).count("\\n") == 3
+E       AssertionError: assert 2 == 3
+E        +  where 2 = <built-in method count of str object>("\\n")
+
+tests/test_export.py:41: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_export.py::test_export_keeps_unicode_names - AssertionError
+========================= 1 failed, 13 passed in 0.41s =========================
+'''
+
+PYTEST_PASS = '''\
+============================= test session starts ==============================
+collected 15 items
+
+tests/test_export.py ........                                            [ 53%]
+tests/test_models.py .......                                             [100%]
+
+============================== 15 passed in 0.38s ==============================
+'''
+
+GIT_DIFF = '''\
+diff --git a/app/export.py b/app/export.py
+index 3b1f2c4..9e0d7a1 100644
+--- a/app/export.py
++++ b/app/export.py
+@@ -11,11 +11,7 @@ def export_customers(customers: list[Customer]) -> str:
+     writer = csv.writer(out)
+     writer.writerow(HEADER)
+     for customer in customers:
+-        try:
+-            name = customer.name.encode("ascii").decode()
+-        except UnicodeEncodeError:
+-            continue  # TODO: why do we skip these?
+-        writer.writerow([customer.id, name, customer.email, customer.created.isoformat()])
++        writer.writerow([customer.id, customer.name, customer.email, customer.created.isoformat()])
+     return out.getvalue()
+'''
+
+SYSTEM = "You are a careful coding agent working in the repository at /srv/app. Use the tools to read, edit and test code."
+USER_1 = "The CSV export drops customers whose names are not ASCII (Zoë, Åkesson...). Fix it in app/export.py and add a test."
+USER_2 = "Good. Also make sure export_to_file writes UTF-8 explicitly, and keep the header order stable."
+USER_3 = "Thanks, please summarize what you changed."
+
+
+class SessionBuilder:
+    """Builds OpenAI messages with unique tool call ids."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._ids = 0
+
+    def say(self, role: str, content: str) -> "SessionBuilder":
+        self.messages.append({"role": role, "content": content})
+        return self
+
+    def step(self, text: str, tool: str, arguments: dict[str, Any], result: str) -> "SessionBuilder":
+        self._ids += 1
+        call_id = f"call_{self._ids:03d}"
+        self.messages.append({
+            "role": "assistant",
+            "content": text,
+            "tool_calls": [{"id": call_id, "type": "function",
+                            "function": {"name": tool, "arguments": json.dumps(arguments)}}],
+        })
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "name": tool, "content": result})
+        return self
+
+
+def investigation_steps(b: SessionBuilder) -> None:
+    b.step("Let me read the exporter first.", "read_file", {"path": "app/export.py"}, EXPORT_PY)
+    b.step("The loop skips names that fail an ASCII encode. Let me run the export tests to see the failure.",
+           "bash", {"command": "cd /srv/app && python -m pytest tests/ -q"}, PYTEST_FAIL)
+    b.step("Checking where Customer.name comes from.", "bash",
+           {"command": "grep -rn 'name' app/models.py"},
+           "app/models.py:12:    name: str\napp/models.py:31:        self.name = unicodedata.normalize('NFC', name)\n"
+           "app/models.py:44:    def display_name(self) -> str:\napp/models.py:45:        return self.name.title()\n")
+    b.step("Names are already normalized to NFC, so the ASCII round-trip is the only problem. Removing it.",
+           "edit_file", {"path": "app/export.py", "old": "try:\n            name = ...", "new": "customer.name"},
+           "Applied 1 edit to app/export.py (5 lines removed, 1 added).")
+    b.step("Here is the diff so far.", "bash", {"command": "git diff app/export.py"}, GIT_DIFF)
+    b.step("Running the tests again.", "bash", {"command": "cd /srv/app && python -m pytest tests/ -q"},
+           PYTEST_FAIL.replace("1 failed, 13 passed", "14 passed").replace("F", "."))
+
+
+def agent_session() -> list[dict[str, Any]]:
+    """Three user requests and the agent steps that answer them."""
+    b = SessionBuilder().say("system", SYSTEM).say("user", USER_1)
+    investigation_steps(b)
+    b.say("assistant", "Fixed: non-ASCII names are exported now, and tests pass.")
+    b.say("user", USER_2)
+    b.step("Opening the file in UTF-8 explicitly.", "edit_file",
+           {"path": "app/export.py", "old": 'open(path, "w")', "new": 'open(path, "w", encoding="utf-8", newline="")'},
+           "Applied 1 edit to app/export.py (1 line changed).")
+    b.step("Adding a test for the header order and the encoding.", "write_file",
+           {"path": "tests/test_export_encoding.py"},
+           "Wrote tests/test_export_encoding.py (31 lines).")
+    b.step("Running the whole suite.", "bash", {"command": "cd /srv/app && python -m pytest tests/ -q"}, PYTEST_PASS)
+    b.say("assistant", "Done: export_to_file writes UTF-8 with newline='' and HEADER order is tested.")
+    b.say("user", USER_3)
+    b.say("assistant", "I removed the ASCII round-trip in export_customers, opened the output file as UTF-8, "
+                       "and added tests for unicode names and header order. All 15 tests pass.")
+    return b.messages
+
+
+def one_request_session(repeat: int = 2) -> list[dict[str, Any]]:
+    """Agent work with a single user message: many steps, one user turn."""
+    b = SessionBuilder().say("system", SYSTEM).say("user", USER_1)
+    for _ in range(repeat):
+        investigation_steps(b)
+    b.say("assistant", "Fixed: non-ASCII names are exported now, and tests pass.")
+    return b.messages
+
+
+# --- compact with the extractive summarizer -----------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    home = tmp_path / "hermes_home"
+    home.mkdir()
+    return home
+
+
+COMPACT = ("--provider", "extractive", "--context-limit", "4096")
+
+
+def check_compacted(session: list[dict], out: list[dict]) -> None:
+    """What a compacted copy of ``agent_session()`` must look like."""
+    assert isinstance(out, list) and out
+    for message in out:
+        assert message["role"] in ("system", "user", "assistant", "tool")
+        assert isinstance(message["content"], str)
+    # user messages verbatim and in order; the system prompt untouched
+    assert user_contents(out) == [USER_1, USER_2, USER_3]
+    assert out[0] == {"role": "system", "content": SYSTEM}
+    # exactly one micro marker, with the rolling summary and what it covers
+    micro = markers(out, "micro")
+    assert len(micro) == 1, json.dumps(markers(out), indent=1)
+    assert markers(out) == micro  # no batch compaction at this size
+    meta = micro[0]["meta"]
+    assert micro[0]["role"] == "assistant"
+    assert isinstance(meta["summary"], str) and meta["summary"].strip()
+    assert meta["summary"] in micro[0]["content"]
+    assert isinstance(meta["covers"], list) and meta["covers"]
+    assert len(out) < len(session)
+    # every tool result in the output still answers a call right before it
+    open_calls: set[str] = set()
+    for message in out:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls
+        else:
+            open_calls = {c["id"] for c in message.get("tool_calls") or []}
+
+
+def test_compact_json_to_stdout_and_jsonl_to_out(home, tmp_path):
+    session = agent_session()
+    json_path = write_json(tmp_path / "session.json", session)
+    jsonl_path = write_jsonl(tmp_path / "session.jsonl", session)
+    out_file = tmp_path / "compacted.json"
+
+    proc = run_cli(home, "compact", str(json_path), *COMPACT)
+
+    assert proc.returncode == 0, explain(proc)
+    assert "Traceback" not in proc.stderr
+    out = json.loads(proc.stdout)
+    check_compacted(session, out)
+
+    turns, tokens = result_lines(proc.stderr)
+    assert int(turns.group(1)) == 3  # one per user message
+    passes = int(turns.group(2))
+    assert passes == 3 and "absorbed" in turns.group(3)
+    assert turns.group(4) == "0"
+    before, after = (int(tokens.group(i).replace(",", "")) for i in (1, 2))
+    assert after < before
+    assert int(tokens.group(3)) == len(out)
+    assert re.fullmatch(r"\d+\.\d% of threshold", tokens.group(4)), tokens.group(4)
+
+    records = telemetry(home)
+    assert len(records) == passes
+    assert all(r["event"] == "micro_compaction" for r in records)
+    assert len({r["session_id"] for r in records}) == 1 and records[0]["session_id"]
+    assert all(r["aux_model"] == "extractive" and r["context_limit"] == 4096 for r in records)
+    assert records[-1]["tokens_after"] == after
+
+    # the same session as JSONL, written with --out: the same result, in the file
+    proc = run_cli(home, "compact", str(jsonl_path), *COMPACT, "--out", str(out_file))
+
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout == ""
+    assert result_lines(proc.stderr)[1].group(2) == tokens.group(2)
+    written = json.loads(out_file.read_text(encoding="utf-8"))
+    check_compacted(session, written)
+    assert [(m["role"], m["content"]) for m in written] == [(m["role"], m["content"]) for m in out]
+    assert len(telemetry(home)) == 2 * passes  # the log is appended to
+
+
+def test_turns_step_telemetry_and_report(tmp_path):
+    """One user request and many agent steps: --turns user makes one pass, --turns step one
+    per step; each pass logs one telemetry line, and ``report`` summarizes them."""
+    session = one_request_session()
+    path = write_json(tmp_path / "session.json", session)
+    passes = {}
+    for mode in ("user", "step"):
+        home = tmp_path / f"home_{mode}"
+        home.mkdir()
+        proc = run_cli(home, "compact", str(path), *COMPACT, "--turns", mode)
+        assert proc.returncode == 0, explain(proc)
+        turns, _ = result_lines(proc.stderr)
+        passes[mode] = int(turns.group(2))
+        assert user_contents(json.loads(proc.stdout)) == [USER_1]
+        log = home / "logs" / "agent.log"
+        lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "micro compaction telemetry:" in line]
+        assert len(lines) == passes[mode]
+    assert passes["user"] == 1
+    assert passes["step"] > passes["user"]
+    assert passes["step"] == sum(m["role"] == "assistant" for m in session)
+
+    records = telemetry(home)  # the --turns step run
+    assert [r["passes_total"] for r in records] == list(range(1, passes["step"] + 1))
+    for record in records:
+        for key in ("outcome", "messages_before", "messages_after", "tokens_before", "tokens_after",
+                    "tokens_delta", "cursor", "duration_ms", "threshold_tokens", "occupancy_pct"):
+            assert key in record, key
+        assert record["tokens_delta"] == record["tokens_after"] - record["tokens_before"]
+    absorbed = sum(r["outcome"] == "absorbed" for r in records)
+    assert absorbed >= 2
+
+    report = run_cli(home, "report", str(log))
+
+    assert report.returncode == 0, explain(report)
+    assert re.search(rf"^\s*passes\s+{passes['step']}\s*$", report.stdout, re.M), report.stdout
+    assert re.search(rf"absorbed\s+{absorbed}\b", report.stdout), report.stdout
+    assert "batch compactions" in report.stdout
+
+
+def test_console_script_entry_point(home, tmp_path):
+    """The ``hermes-tui`` script in the venv behaves as ``python -m hermes_tui.cli`` (used everywhere else)."""
+    assert SCRIPT.exists(), f"no console script at {SCRIPT}"
+    path = write_json(tmp_path / "session.json", agent_session())
+    proc = run_cli(home, "compact", str(path), *COMPACT, entry="script")
+    assert proc.returncode == 0, explain(proc)
+    assert user_contents(json.loads(proc.stdout)) == [USER_1, USER_2, USER_3]
+    missing = run_cli(home, "compact", str(tmp_path / "nope.json"), entry="script")
+    assert_one_line_error(missing, str(tmp_path / "nope.json"))
+
+
+def test_demo_with_no_arguments(home):
+    proc = run_cli(home)
+
+    assert proc.returncode == 0, explain(proc)
+    assert "Traceback" not in proc.stderr
+    assert re.search(r"^\s*pass \| messages \|\s+tokens \|\s+delta \| occupancy \| duration$", proc.stdout, re.M), proc.stdout
+    rows = re.findall(r"^\s*\d+\s+\| +\d+ -> \d+ \|", proc.stdout, re.M)
+    assert len(rows) >= 5
+    assert "batch compactions 0" in proc.stdout
+    assert len(telemetry(home)) > 0
+
+
+# --- bad input: exit 2, one line, no traceback ------------------------------------------
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    assert proc.returncode == 2, explain(proc)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    for needle in needles:
+        assert needle in line, f"{needle!r} not in {line!r}"
+    assert proc.stdout == ""
+    return line
+
+
+def test_missing_transcript(home, tmp_path):
+    path = tmp_path / "missing.json"
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(path), "no such file")
+
+
+def test_invalid_json_names_the_line(home, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text('[\n  {"role": "user", "content": "hi"},\n  {"role": "assistant", "content": }\n]\n')
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(path), "line 3", "not valid JSON")
+
+
+def test_invalid_jsonl_names_the_line(home, tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "ok"\n')
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(path), "line 2", "not valid JSON")
+
+
+def test_unknown_role(home, tmp_path):
+    session = agent_session()
+    session[4] = {"role": "robot", "content": "beep"}
+    path = write_json(tmp_path / "robot.json", session)
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(path), "message 4", "robot", "role")
+
+
+def test_tool_message_answering_no_call(home, tmp_path):
+    messages = [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": "Listing."},
+        {"role": "tool", "tool_call_id": "call_404", "content": "a.py\nb.py"},
+    ]
+    path = write_json(tmp_path / "orphan.json", messages)
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(path), "message 2", "call_404", "answers no open tool call")
+
+
+def test_config_unknown_key(home, tmp_path):
+    config = home / "config.yaml"
+    config.write_text("compression:\n  threshold: 0.7\n  thresold_tokens: 5000\n")
+    path = write_json(tmp_path / "session.json", agent_session())
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(config), "line 3", "compression.thresold_tokens", "unknown key")
+
+
+def test_config_wrong_type(home, tmp_path):
+    config = home / "config.yaml"
+    config.write_text("auxiliary:\n  compression:\n    timeout: 30\n    max_tokens: lots\n")
+    path = write_json(tmp_path / "session.json", agent_session())
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive")
+    assert_one_line_error(proc, str(config), "line 4", "auxiliary.compression.max_tokens", "whole number")
+
+
+def test_openai_api_without_base_url(home, tmp_path):
+    path = write_json(tmp_path / "session.json", agent_session())
+    proc = run_cli(home, "compact", str(path), "--provider", "openai-api", "--model", "qwen")
+    assert_one_line_error(proc, "openai-api", "auxiliary.compression.base_url")
+
+
+def test_auto_provider_with_nothing_configured(home, tmp_path):
+    path = write_json(tmp_path / "session.json", agent_session())
+    proc = run_cli(home, "compact", str(path), "--provider", "auto")
+    # says what to configure, and the way out that needs no model
+    assert_one_line_error(proc, "auxiliary.compression.base_url", "auxiliary.compression.model", "extractive")
+
+
+def test_context_limit_too_small(home, tmp_path):
+    path = write_json(tmp_path / "session.json", agent_session())
+    proc = run_cli(home, "compact", str(path), "--provider", "extractive", "--context-limit", "10")
+    assert_one_line_error(proc, "--context-limit", "10", "256")
+
+
+# --- against a real mlx_lm.server (the tiny random-weight model) ---------------------------
+
+MAX_TOKENS = 16
+
+
+def aux_config(home: Path, max_tokens: int = MAX_TOKENS) -> None:
+    (home / "config.yaml").write_text(f"auxiliary:\n  compression:\n    max_tokens: {max_tokens}\n    timeout: 30\n")
+
+
+def assert_three_strikes(records: list[dict[str, Any]], failure: str) -> list[dict[str, Any]]:
+    """Every pass that had an exchange failed with ``failure``; the third failure on one exchange skipped it.
+
+    Returns the passes that called the summarizer.
+    """
+    called = [r for r in records if r["outcome"] != "nothing_to_absorb"]
+    assert {r["outcome"] for r in records} <= {"nothing_to_absorb", "summarize_failed", "exchange_skipped"}, records
+    assert all(r["failure"] == failure for r in called), [r["failure"] for r in called]
+    assert all(r["messages_after"] == r["messages_before"] and r["tokens_delta"] == 0 for r in records)
+    by_cursor: dict[int, list[str]] = {}
+    for r in called:
+        by_cursor.setdefault(r["cursor"], []).append(r["outcome"])
+    assert by_cursor, "no pass reached the summarizer"
+    skipped = 0
+    for cursor, outcomes in by_cursor.items():
+        full = ["summarize_failed", "summarize_failed", "exchange_skipped"]
+        assert outcomes == full[: len(outcomes)], (cursor, outcomes)
+        skipped += outcomes[-1] == "exchange_skipped"
+    assert skipped >= 1, by_cursor
+    return called
+
+
+STRIKES = ["summarize_failed", "summarize_failed", "exchange_skipped"]
+
+
+def integration_session() -> list[dict[str, Any]]:
+    """Sized for a 2048-token window (tail budget 327 tokens) with the tiny model's tokenizer:
+    the first exchange is in the protected head, the second leaves the tail with the third
+    step, and the third, fourth and fifth steps each fail on it, the last one skipping it.
+    About 1,000 tokens, under the threshold, so no batch compaction runs."""
+    b = SessionBuilder().say("system", SYSTEM).say("user", USER_1)
+    b.step("Checking where Customer.name comes from.", "bash",
+           {"command": "grep -rn 'name' app/models.py"},
+           "app/models.py:12:    name: str\napp/models.py:31:        self.name = unicodedata.normalize('NFC', name)\n")
+    b.step("Names are normalized to NFC, so the ASCII round-trip in the exporter is the only problem. Removing it.",
+           "edit_file", {"path": "app/export.py", "old": "try:\n            name = ...", "new": "customer.name"},
+           "Applied 1 edit to app/export.py (5 lines removed, 1 added).")
+    b.step("Here is the diff so far.", "bash", {"command": "git diff app/export.py"}, GIT_DIFF)
+    b.step("Opening the file in UTF-8 explicitly.", "edit_file",
+           {"path": "app/export.py", "old": 'open(path, "w")', "new": 'open(path, "w", encoding="utf-8")'},
+           "Applied 1 edit to app/export.py (1 line changed).")
+    b.step("Adding a test for the header order and the encoding.", "write_file",
+           {"path": "tests/test_export_encoding.py"}, "Wrote tests/test_export_encoding.py (31 lines).")
+    return b.messages
+
+
+@pytest.mark.integration
+def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
+    aux_config(home)
+    session = integration_session()
+    path = write_json(tmp_path / "session.json", session)
+
+    proc = run_cli(
+        home, "compact", str(path), "--provider", "openai-api",
+        "--base-url", mlx_server.base_url, "--model", mlx_server.model,
+        "--context-limit", "2048", "--turns", "step",
+    )
+
+    assert proc.returncode == 0, explain(proc)
+    assert "Traceback" not in proc.stderr
+    records = telemetry(home)
+    turns, _ = result_lines(proc.stderr)
+    assert len(records) == int(turns.group(2))
+    assert turns.group(4) == "0"
+    called = assert_three_strikes(records, "cut_off")
+    assert [r["outcome"] for r in called] == STRIKES  # as integration_session() is sized
+    assert batch_lines(home) == []  # sized to stay under the threshold
+    for r in called:
+        assert r["aux_model"] == mlx_server.model
+        assert isinstance(r["prompt_tokens"], int) and r["prompt_tokens"] > 50, r
+        # Every summary runs to the cap. The configured cap is 16, but the engine floors
+        # the generation budget at 32 (see test_max_tokens_cap_is_honoured).
+        assert r["completion_tokens"] == MAX_TOKENS, r
+        assert isinstance(r["summarizer_ms"], int) and r["summarizer_ms"] >= 0
+    assert len({r["completion_tokens"] for r in called}) == 1
+    assert "cut_off" in proc.stderr and str(home / "logs" / "agent.log") in proc.stderr
+
+    out = json.loads(proc.stdout)
+    # Nothing is lost: the output is the input, plus a flag on the skipped messages.
+    assert [{k: v for k, v in m.items() if k != "meta"} for m in out] == session
+    assert markers(out) == []
+    skipped = [m for m in out if "meta" in m]
+    assert skipped and all(m["meta"] == {"compaction_skipped": True} for m in skipped)
+    n_skipped_exchanges = sum(r["outcome"] == "exchange_skipped" for r in records)
+    assert sum(m["role"] == "assistant" for m in skipped) == n_skipped_exchanges
+
+
+@pytest.mark.integration
+def test_compact_against_closed_port(tiny_model, hf_offline_env, tmp_path, home):
+    """The same command as above with nothing listening on the port (the model folder still
+    gives the tokenizer, so the passes see the same token counts)."""
+    aux_config(home)
+    path = write_json(tmp_path / "session.json", integration_session())
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+
+    proc = run_cli(
+        home, "compact", str(path), "--provider", "openai-api",
+        "--base-url", base_url, "--model", str(tiny_model.fp32),
+        "--context-limit", "2048", "--turns", "step",
+    )
+
+    assert proc.returncode == 0, explain(proc)
+    assert "Traceback" not in proc.stderr
+    records = telemetry(home)
+    called = assert_three_strikes(records, "refused")
+    assert [r["outcome"] for r in called] == STRIKES  # as integration_session() is sized
+    assert batch_lines(home) == []
+    assert all(r["prompt_tokens"] is None and r["completion_tokens"] is None for r in called)
+    log = home / "logs" / "agent.log"
+    assert re.search(r"^failures: refused \(details in (.+)\)$", proc.stderr, re.M), proc.stderr
+    assert str(log) in proc.stderr
+    assert user_contents(json.loads(proc.stdout)) == [USER_1]
+
+
+# --- the engine in-process with OpenAISummarizer -------------------------------------------
+
+
+def _server_compactor(mlx_server, max_tokens: int | None):
+    from hermes_tui.config import Config
+    from hermes_tui.wiring import make_compactor, make_counter
+
+    config = Config().with_overrides({
+        "auxiliary.compression.provider": "openai-api",
+        "auxiliary.compression.base_url": mlx_server.base_url,
+        "auxiliary.compression.model": mlx_server.model,
+        "auxiliary.compression.max_tokens": max_tokens,
+        "auxiliary.compression.timeout": 30.0,
+    })
+    counter = make_counter(config)
+    return make_compactor(config, counter=counter, context_limit=2048, session_id="in-process"), counter
+
+
+def _session_messages():
+    from hermes_tui.transcript import parse_transcript
+
+    return parse_transcript(json.dumps(integration_session()))
+
+
+@pytest.mark.integration
+def test_engine_with_openai_summarizer_against_mlx_server(mlx_server, caplog):
+    from hermes_tui.conversation import Conversation
+    from hermes_tui.summarizers.openai_api import OpenAISummarizer
+
+    compactor, counter = _server_compactor(mlx_server, max_tokens=None)
+    assert isinstance(compactor.ctx.summarizer, OpenAISummarizer)
+    messages = _session_messages()
+    conv = Conversation(messages, counter=counter)
+    before = [(m.id, m.role, m.content) for m in conv.messages]
+    tokens_before = conv.total_tokens
+
+    with caplog.at_level("INFO", logger="hermes_tui"):
+        report = compactor.micro_pass(conv)
+
+    fields = report.fields
+    assert report.kind == "micro"
+    assert (report.outcome, fields["failure"]) == ("summarize_failed", "cut_off"), fields
+    assert isinstance(fields["prompt_tokens"], int) and fields["prompt_tokens"] > 50
+    assert isinstance(fields["completion_tokens"], int) and fields["completion_tokens"] > 0
+    assert isinstance(fields["summarizer_ms"], int) and fields["summarizer_ms"] >= 0
+    assert fields["aux_model"] == mlx_server.model
+    assert fields["exchange_tokens"] > 0 and fields["context_limit"] == 2048
+    # a failed pass changes nothing
+    assert [(m.id, m.role, m.content) for m in conv.messages] == before
+    assert conv.total_tokens == tokens_before and fields["tokens_delta"] == 0
+    assert compactor.rolling_summary == ""
+    lines = [r.getMessage() for r in caplog.records if TELEMETRY_PREFIX in r.getMessage()]
+    assert len(lines) == 1
+    logged = json.loads(lines[0].split(TELEMETRY_PREFIX, 1)[1])
+    assert logged["prompt_tokens"] == fields["prompt_tokens"]
+    assert logged["completion_tokens"] == fields["completion_tokens"]
+
+
+@pytest.mark.integration
+def test_max_tokens_cap_is_honoured(mlx_server):
+    from hermes_tui.conversation import Conversation
+
+    compactor, counter = _server_compactor(mlx_server, max_tokens=MAX_TOKENS)
+    conv = Conversation(_session_messages(), counter=counter)
+    report = compactor.micro_pass(conv)
+    assert report.fields["failure"] == "cut_off", report.fields
+    assert report.fields["completion_tokens"] == MAX_TOKENS
