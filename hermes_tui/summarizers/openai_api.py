@@ -23,11 +23,16 @@ from typing import Any
 
 import openai
 
+from ..openai_errors import (
+    Endpoint,
+    connection_failure,
+    int_or_none as _int_or_none,
+    one_line as _one_line,
+    snippet as _snippet,
+    status_failure,
+)
 from .base import (
-    HTTP_4XX,
-    HTTP_5XX,
     MALFORMED,
-    REFUSED,
     TIMEOUT,
     Completion,
     SummarizerError,
@@ -38,9 +43,6 @@ PLACEHOLDER_API_KEY = "not-needed"
 
 # The config key a user edits when passes time out (named in the TIMEOUT message).
 TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"
-
-# How much of a server's error text goes into a one-line message.
-_MAX_ERROR_TEXT = 160
 
 
 def resolve_api_key(env_var: str) -> str | None:
@@ -114,57 +116,19 @@ class OpenAISummarizer:
 
     # -- errors -------------------------------------------------------------------
 
-    def _status_error(self, exc: openai.APIStatusError) -> SummarizerError:
-        status = exc.status_code
-        detail = _error_text(exc.body)
-        detail = f": {detail}" if detail else ""
-        if status >= 500:
-            return SummarizerError(
-                HTTP_5XX,
-                f"compression endpoint {self.base_url} failed with HTTP {status}{detail} "
-                "(check the server's log)",
-            )
-        hint = {
-            401: "check the API key (auxiliary.compression.api_key_env)",
-            403: "check the API key (auxiliary.compression.api_key_env)",
-            404: f"check auxiliary.compression.model ({self.model!r}) and base_url",
-            429: "rate limited or out of quota; try again later",
-        }.get(status, "check auxiliary.compression.model and base_url")
-        return SummarizerError(
-            HTTP_4XX,
-            f"compression endpoint {self.base_url} rejected the request with HTTP {status}"
-            f"{detail} ({hint})",
+    def _endpoint(self) -> Endpoint:
+        return Endpoint(
+            what="compression endpoint",
+            base_url=self.base_url,
+            model=self.model,
+            config="auxiliary.compression",
         )
 
+    def _status_error(self, exc: openai.APIStatusError) -> SummarizerError:
+        return SummarizerError(*status_failure(self._endpoint(), exc))
+
     def _connection_error(self, exc: openai.APIConnectionError) -> SummarizerError:
-        causes = _cause_names(exc)
-        if "incomplete body" in causes:
-            # Headers arrived, then the socket closed mid-body: a reply, but cut off.
-            return SummarizerError(
-                MALFORMED,
-                f"compression endpoint {self.base_url} closed the connection in the middle "
-                "of its reply: did the server crash? (check its log)",
-            )
-        if "ConnectionRefusedError" in causes:
-            return SummarizerError(
-                REFUSED,
-                f"compression endpoint {self.base_url} refused the connection: "
-                "is the server running?",
-            )
-        if "RemoteProtocolError" in causes or "ConnectionResetError" in causes or "ReadError" in causes:
-            # The socket closed before a complete reply: the server crashed or was
-            # stopped mid-request (or is not an HTTP server).
-            return SummarizerError(
-                REFUSED,
-                f"compression endpoint {self.base_url} closed the connection without a "
-                "reply: did the server crash or restart? (check its log)",
-            )
-        reason = _one_line(str(exc.__cause__ or exc))
-        return SummarizerError(
-            REFUSED,
-            f"could not connect to compression endpoint {self.base_url} ({reason}): "
-            "is the server running and the base_url right?",
-        )
+        return SummarizerError(*connection_failure(self._endpoint(), exc))
 
     # -- the reply ----------------------------------------------------------------
 
@@ -208,50 +172,3 @@ class OpenAISummarizer:
             cached_tokens=_int_or_none(cached),
         )
 
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _cause_names(exc: BaseException) -> set[str]:
-    """Class names (with bases) along the __cause__/__context__ chain, plus the tag
-    "incomplete body" when the HTTP layer (h11) says the body was cut off.
-
-    Matching by name keeps this independent of the SDK's HTTP library (httpx, httpx2).
-    """
-    names: set[str] = set()
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        names.update(cls.__name__ for cls in type(current).__mro__)
-        if "without sending complete message body" in str(current):
-            names.add("incomplete body")
-        for arg in current.args:  # httpx wraps the OSError in args, not as a cause
-            if isinstance(arg, BaseException):
-                names.update(cls.__name__ for cls in type(arg).__mro__)
-        current = current.__cause__ or current.__context__
-    return names
-
-
-def _one_line(text: str, limit: int = _MAX_ERROR_TEXT) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _snippet(text: str) -> str:
-    return repr(_one_line(text, 40)) if text.strip() else "an empty body"
-
-
-def _error_text(body: object) -> str:
-    """The short error text from an error reply's body (already unwrapped by the SDK
-    from ``{"error": ...}``): OpenAI's ``{"message": ...}``, a bare string, or JSON."""
-    if isinstance(body, dict):
-        for key in ("message", "error", "detail"):
-            value = body.get(key)
-            if isinstance(value, str) and value.strip():
-                return _one_line(value)
-        return _one_line(json.dumps(body))
-    if isinstance(body, str):
-        return _one_line(body)
-    return ""

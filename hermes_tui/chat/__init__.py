@@ -1,0 +1,1 @@
+"""The conversation model: one streaming chat interface, two providers (MLX, OpenAI-compatible)."""

@@ -1,0 +1,372 @@
+"""The conversation model behind any OpenAI-compatible endpoint.
+
+Streams ``POST {base_url}/chat/completions`` (llama.cpp's server, Ollama, LM Studio,
+vLLM, ``mlx_lm.server``, a hosted API) with ``stream_options.include_usage`` so the
+server reports token counts in a last chunk. The openai SDK sends the request and
+maps HTTP errors; the event stream itself is read line by line and each chunk is
+checked by hand, because:
+
+* the SDK's ``Stream`` silently stops at the end of the body, so a server that dies
+  mid-reply (``mlx_lm.server`` speaks HTTP/1.0: its stream simply ends) would look
+  like a finished reply. Here a stream that ends before ``data: [DONE]`` and before
+  any ``finish_reason`` is an error;
+* keep-alive comments (``mlx_lm.server`` sends ``: keepalive N/M`` during long prompt
+  processing) wake the reader, so cancellation is noticed during prefill too;
+* the SDK builds chunk objects leniently from any JSON, so a wrong URL or a proxy's
+  page would surface as an ``AttributeError`` rather than a clear message.
+
+Failures (``ChatError.kind``):
+
+* ``REFUSED``: nothing listening, or the connection closed before any reply;
+* ``TIMEOUT``: no data for ``timeout`` seconds, before the reply or mid-stream (the
+  timeout bounds connecting and each wait for data, not the whole reply);
+* ``HTTP_4XX`` / ``HTTP_5XX``: an error status, with the server's short message; an
+  error object sent inside the stream counts as ``HTTP_5XX``;
+* ``MALFORMED``: a body that is not an event stream, a chunk that is not JSON or not
+  a chat completion chunk, and a stream **cut off mid-reply** (connection dropped or
+  body ended after N characters without ``finish_reason``/``[DONE]``). Cut-off is
+  MALFORMED, not REFUSED, for the same reason as in the summarizer: the server did
+  answer, the answer is incomplete. The message says how many characters arrived.
+* ``CANCELLED``: ``cancel`` was set. It is checked before each read, i.e. between
+  chunks and keep-alives; a server that sends nothing for a long time delays the
+  check until its next line or the timeout.
+
+Usage comes from the server's last usage chunk (``prompt_tokens``, ``completion_tokens``,
+``prompt_tokens_details.cached_tokens``); a server that sends none leaves those fields
+None. ``prompt_tps``, ``generation_tps`` and ``peak_memory_gb`` are MLX-only and stay
+None here; ``duration_s`` and ``time_to_first_token_s`` are measured by the client.
+
+Messages are one line, name the endpoint and say what to do. The chat model is
+configured with ``model.base_url``, ``model.model`` and ``model.api_key_env``; there
+is no config key for the timeout, so messages state it in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from ..openai_errors import (
+    Endpoint,
+    cause_names,
+    connection_failure,
+    error_text,
+    int_or_none,
+    one_line,
+    snippet,
+    status_failure,
+)
+from .client import (
+    CANCELLED,
+    HTTP_5XX,
+    MALFORMED,
+    TIMEOUT,
+    ChatClient,
+    ChatDelta,
+    ChatDone,
+    ChatError,
+    Usage,
+)
+
+# Local servers do not check the key, but the SDK refuses to start without one.
+PLACEHOLDER_API_KEY = "not-needed"
+
+# How much of a body that is not an event stream is read to describe it.
+_MAX_BODY_SAMPLE = 4096
+
+
+@dataclass
+class _Chunk:
+    """What one stream chunk carried."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+_DONE = object()  # the ``data: [DONE]`` sentinel
+
+
+class OpenAIChatClient(ChatClient):
+    """Chat client for an OpenAI-compatible ``/v1`` endpoint.
+
+    ``timeout`` (seconds) bounds connecting and each wait for data. The SDK's
+    automatic retries are off: a retry would double the wait before the user sees
+    the failure (and could run a long generation twice). ``temperature`` None leaves
+    sampling to the server's default.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        temperature: float | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.model_name = model
+        self.timeout = float(timeout)
+        self.temperature = temperature
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=self.timeout,
+            max_retries=0,
+        )
+        self._endpoint = Endpoint(
+            what="model endpoint",
+            base_url=self.base_url,
+            model=model,
+            config="model",
+            base_url_key="model.base_url",
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    # -- the call -----------------------------------------------------------------
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        stop: list[str] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[ChatDelta | ChatDone]:
+        """Yield ``ChatDelta`` per piece of text, then one ``ChatDone``.
+
+        A generator: the request is sent on the first ``next()``; closing it early
+        closes the connection (the server notices and stops generating).
+        """
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if stop:
+            params["stop"] = list(stop)
+
+        if cancel is not None and cancel.is_set():
+            raise self._cancelled(0)
+        started = time.perf_counter()
+        response = self._send(params)
+        try:
+            yield from self._read(response.http_response, started, cancel)
+        finally:
+            response.close()
+
+    def _send(self, params: dict[str, Any]):
+        """Send the request; return the SDK's raw streaming response (headers read)."""
+        manager = self._client.chat.completions.with_streaming_response.create(**params)
+        try:
+            return manager.__enter__()
+        except openai.APIStatusError as exc:
+            raise ChatError(*status_failure(self._endpoint, exc)) from exc
+        except openai.APITimeoutError as exc:
+            raise ChatError(
+                TIMEOUT,
+                f"model endpoint {self.base_url} did not answer within {self.timeout:g} s: "
+                "is the server overloaded or stuck? (check its log)",
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise ChatError(*connection_failure(self._endpoint, exc)) from exc
+        except openai.OpenAIError as exc:  # anything else the SDK raises
+            raise ChatError(
+                MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}"
+            ) from exc
+
+    def _read(
+        self, http: Any, started: float, cancel: threading.Event | None
+    ) -> Iterator[ChatDelta | ChatDone]:
+        """Read the event stream of ``http`` (an httpx response whose body is unread)."""
+        content_type = http.headers.get("content-type", "")
+        if "json" in content_type.lower() or "html" in content_type.lower():
+            raise self._not_a_stream(content_type, _sample(http))
+
+        lines = http.iter_lines()
+        parts: list[str] = []
+        chars = 0
+        finish_reason: str | None = None
+        usage: dict[str, Any] | None = None
+        first_text_at: float | None = None
+        data: list[str] = []  # the data lines of the event being read
+        events = 0
+        done = False
+        stray: str | None = None  # the first line that is not SSE, to describe the body
+
+        while not done:
+            if cancel is not None and cancel.is_set():
+                raise self._cancelled(chars)
+            try:
+                line: str | None = next(lines)
+            except StopIteration:
+                line = None
+            except Exception as exc:  # whatever the HTTP layer raises while reading
+                if cancel is not None and cancel.is_set():
+                    raise self._cancelled(chars) from exc
+                raise self._read_failure(exc, chars) from exc
+
+            if line is not None and line != "":
+                if line.startswith(":"):  # a comment: keep-alive
+                    continue
+                field, _, value = line.partition(":")
+                if field == "data":
+                    data.append(value[1:] if value.startswith(" ") else value)
+                elif field not in ("event", "id", "retry") and stray is None:
+                    stray = line
+                continue
+
+            # A blank line (or the end of the body) ends the event being read.
+            if data:
+                events += 1
+                chunk = self._parse_chunk("\n".join(data))
+                data = []
+                if chunk is _DONE:
+                    done = True
+                else:
+                    assert isinstance(chunk, _Chunk)
+                    if chunk.usage is not None:
+                        usage = chunk.usage
+                    if chunk.finish_reason is not None:
+                        finish_reason = chunk.finish_reason
+                    if chunk.text:
+                        if first_text_at is None:
+                            first_text_at = time.perf_counter()
+                        parts.append(chunk.text)
+                        chars += len(chunk.text)
+                        yield ChatDelta(chunk.text)
+            if line is None:
+                break
+
+        if not done and finish_reason is None:
+            if events == 0 and stray is not None:
+                raise self._not_a_stream(content_type, stray)
+            raise self._cut_off(chars, "ended the stream")
+
+        usage = usage or {}
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        yield ChatDone(
+            text="".join(parts),
+            usage=Usage(
+                prompt_tokens=int_or_none(usage.get("prompt_tokens")),
+                completion_tokens=int_or_none(usage.get("completion_tokens")),
+                cached_tokens=int_or_none(cached),
+                finish_reason=finish_reason,
+                duration_s=time.perf_counter() - started,
+                time_to_first_token_s=None if first_text_at is None else first_text_at - started,
+            ),
+        )
+
+    # -- chunks -------------------------------------------------------------------
+
+    def _parse_chunk(self, data: str) -> _Chunk | object:
+        if data.strip() == "[DONE]":
+            return _DONE
+        try:
+            body = json.loads(data)
+        except ValueError:
+            raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+        if not isinstance(body, dict):
+            raise self._malformed(f"a stream chunk that is a JSON {type(body).__name__}")
+        if body.get("error"):
+            detail = error_text(body["error"]) or "no details"
+            raise ChatError(
+                HTTP_5XX,
+                f"model endpoint {self.base_url} reported an error mid-stream: {detail} "
+                "(check the server's log)",
+            )
+        choices = body.get("choices")
+        usage = body.get("usage")
+        if not isinstance(choices, list) and not isinstance(usage, dict):
+            raise self._malformed("a stream chunk with no choices")
+        chunk = _Chunk(usage=usage if isinstance(usage, dict) else None)
+        if isinstance(choices, list) and choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise self._malformed("a stream chunk whose choice is not an object")
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if content is None:
+                # Some servers stream in the legacy completions shape.
+                content = choice.get("text")
+            if content is not None and not isinstance(content, str):
+                raise self._malformed(f"a stream chunk whose content is a {type(content).__name__}")
+            chunk.text = content or ""
+            reason = choice.get("finish_reason")
+            chunk.finish_reason = reason if isinstance(reason, str) else None
+        return chunk
+
+    # -- errors -------------------------------------------------------------------
+
+    def _malformed(self, what: str) -> ChatError:
+        return ChatError(
+            MALFORMED,
+            f"model endpoint {self.base_url} sent {what}, not a chat completion stream: "
+            "is model.base_url an OpenAI-compatible /v1 endpoint?",
+        )
+
+    def _not_a_stream(self, content_type: str, sample: str) -> ChatError:
+        what = one_line(content_type, 40) if content_type else "a body"
+        return ChatError(
+            MALFORMED,
+            f"model endpoint {self.base_url} answered with {what} ({snippet(sample)}), "
+            "not an event stream: is model.base_url an OpenAI-compatible /v1 endpoint?",
+        )
+
+    def _cut_off(self, chars: int, how: str) -> ChatError:
+        return ChatError(
+            MALFORMED,
+            f"model endpoint {self.base_url} {how} after {chars} characters, before the "
+            "reply was finished: did the server crash or restart? (check its log)",
+        )
+
+    def _read_failure(self, exc: BaseException, chars: int) -> ChatError:
+        names = cause_names(exc)
+        if "TimeoutException" in names or "TimeoutError" in names:
+            where = f"after {chars} characters" if chars else "before the first token"
+            return ChatError(
+                TIMEOUT,
+                f"model endpoint {self.base_url} stalled: nothing for {self.timeout:g} s "
+                f"{where} (is the server overloaded or stuck? check its log)",
+            )
+        return self._cut_off(chars, "closed the connection")
+
+    def _cancelled(self, chars: int) -> ChatError:
+        return ChatError(
+            CANCELLED,
+            f"reply from model endpoint {self.base_url} cancelled after {chars} characters",
+        )
+
+
+def _sample(http: Any) -> str:
+    """The start of a body that is not an event stream, for the error message."""
+    sample = b""
+    try:
+        for piece in http.iter_bytes():
+            sample += piece
+            if len(sample) >= _MAX_BODY_SAMPLE:
+                break
+    except Exception:  # a broken body is described by what arrived
+        pass
+    text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
+    try:  # an error object: show its message rather than the start of the JSON
+        body = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(body, dict) and body.get("error"):
+        return error_text(body["error"]) or text
+    return text

@@ -1,0 +1,138 @@
+"""Failure mapping shared by the clients of OpenAI-compatible endpoints.
+
+Two clients talk to ``POST /v1/chat/completions``: the compression summarizer
+(``summarizers.openai_api``) and the chat model (``chat.openai_chat``). Both turn every
+failure into an error with a ``kind`` (``summarizers.base``) and a one-line message
+that names the endpoint and says what to do. This module holds the parts they share:
+the mapping of HTTP status errors and connection errors raised by the openai SDK, and
+small text helpers. It returns ``(kind, message)`` pairs; each client wraps them in
+its own exception class.
+
+Where the messages name config keys, the caller says which section it is configured
+in (``auxiliary.compression`` or ``model``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import openai
+
+from .summarizers.base import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
+
+# How much of a server's error text goes into a one-line message.
+MAX_ERROR_TEXT = 160
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How messages name an endpoint and the config keys that set it up."""
+
+    what: str  # "compression endpoint", "model endpoint"
+    base_url: str
+    model: str
+    config: str  # the config section: "auxiliary.compression", "model"
+    base_url_key: str = "base_url"  # how hints name the base URL key
+
+
+def status_failure(endpoint: Endpoint, exc: openai.APIStatusError) -> tuple[str, str]:
+    """Kind and message for an HTTP error reply (status >= 400)."""
+    status = exc.status_code
+    detail = error_text(exc.body)
+    detail = f": {detail}" if detail else ""
+    if status >= 500:
+        return (
+            HTTP_5XX,
+            f"{endpoint.what} {endpoint.base_url} failed with HTTP {status}{detail} "
+            "(check the server's log)",
+        )
+    config = endpoint.config
+    hint = {
+        401: f"check the API key ({config}.api_key_env)",
+        403: f"check the API key ({config}.api_key_env)",
+        404: f"check {config}.model ({endpoint.model!r}) and {endpoint.base_url_key}",
+        429: "rate limited or out of quota; try again later",
+    }.get(status, f"check {config}.model and {endpoint.base_url_key}")
+    return (
+        HTTP_4XX,
+        f"{endpoint.what} {endpoint.base_url} rejected the request with HTTP {status}"
+        f"{detail} ({hint})",
+    )
+
+
+def connection_failure(endpoint: Endpoint, exc: openai.APIConnectionError) -> tuple[str, str]:
+    """Kind and message for a connection that failed before a complete reply."""
+    where = f"{endpoint.what} {endpoint.base_url}"
+    causes = cause_names(exc)
+    if "incomplete body" in causes:
+        # Headers arrived, then the socket closed mid-body: a reply, but cut off.
+        return (
+            MALFORMED,
+            f"{where} closed the connection in the middle of its reply: did the server "
+            "crash? (check its log)",
+        )
+    if "ConnectionRefusedError" in causes:
+        return REFUSED, f"{where} refused the connection: is the server running?"
+    if "RemoteProtocolError" in causes or "ConnectionResetError" in causes or "ReadError" in causes:
+        # The socket closed before a complete reply: the server crashed or was
+        # stopped mid-request (or is not an HTTP server).
+        return (
+            REFUSED,
+            f"{where} closed the connection without a reply: did the server crash or "
+            "restart? (check its log)",
+        )
+    reason = one_line(str(exc.__cause__ or exc))
+    return (
+        REFUSED,
+        f"could not connect to {where} ({reason}): is the server running and the "
+        f"{endpoint.base_url_key} right?",
+    )
+
+
+def int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def cause_names(exc: BaseException) -> set[str]:
+    """Class names (with bases) along the __cause__/__context__ chain, plus the tag
+    "incomplete body" when the HTTP layer (h11) says the body was cut off.
+
+    Matching by name keeps this independent of the SDK's HTTP library (httpx, httpx2).
+    """
+    names: set[str] = set()
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names.update(cls.__name__ for cls in type(current).__mro__)
+        if "without sending complete message body" in str(current):
+            names.add("incomplete body")
+        for arg in current.args:  # httpx wraps the OSError in args, not as a cause
+            if isinstance(arg, BaseException):
+                names.update(cls.__name__ for cls in type(arg).__mro__)
+        current = current.__cause__ or current.__context__
+    return names
+
+
+def one_line(text: str, limit: int = MAX_ERROR_TEXT) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def snippet(text: str) -> str:
+    return repr(one_line(text, 40)) if text.strip() else "an empty body"
+
+
+def error_text(body: object) -> str:
+    """The short error text from an error reply's body (already unwrapped by the SDK
+    from ``{"error": ...}``): OpenAI's ``{"message": ...}``, a bare string, or JSON."""
+    if isinstance(body, dict):
+        for key in ("message", "error", "detail"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return one_line(value)
+        return one_line(json.dumps(body))
+    if isinstance(body, str):
+        return one_line(body)
+    return ""
