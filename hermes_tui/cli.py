@@ -19,7 +19,8 @@ from hermes_tui.conversation import Conversation
 from hermes_tui.logs import LogFileError, setup_logging
 from hermes_tui.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
-from hermes_tui.summarizers.select import ProviderError
+from hermes_tui.context_limits import resolve as resolve_context_limit
+from hermes_tui.summarizers.select import ProviderError, make_summarizer
 from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
 from hermes_tui.wiring import make_compactor, make_counter
 
@@ -161,6 +162,7 @@ def run_compact(args: argparse.Namespace) -> int:
     messages = _read_transcript(args.transcript)
     setup_logging()
     counter = make_counter(config)
+    summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
     store = Store(paths.state_db_path())
     if args.resume:
         session = store.get_session(args.resume)
@@ -174,7 +176,14 @@ def run_compact(args: argparse.Namespace) -> int:
         )
         done = 0
         conv = Conversation(counter=counter)
-    compactor = make_compactor(config, counter=counter, context_limit=args.context_limit, session_id=session.id)
+    if args.context_limit:
+        limit, source = args.context_limit, "--context-limit"
+    else:
+        resolved = resolve_context_limit(config.model)
+        limit, source = resolved.tokens, f"{resolved.source}; --context-limit overrides"
+    compactor = make_compactor(
+        config, counter=counter, summarizer=summarizer, context_limit=limit, session_id=session.id
+    )
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
     result = replay(
         messages, conv, compactor, turns=args.turns, start_at=done,
@@ -194,7 +203,7 @@ def run_compact(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(output)
     print(result_line(result, compactor.ctx.window.occupancy_pct(conv.total_tokens), len(conv)), file=sys.stderr)
-    print(f"stored as session {session.id} ({session.title})", file=sys.stderr)
+    print(f"context window {limit:,} tokens ({source}); stored as session {session.id} ({session.title})", file=sys.stderr)
     return 0
 
 

@@ -6,7 +6,8 @@ endpoint when a base URL is configured; else a message saying what to configure.
 
 from __future__ import annotations
 
-from hermes_tui.config import AuxiliaryCompressionConfig
+from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
+from hermes_tui.mlx_runtime import ModelUnavailable, gpu_available, resolve_model_path
 from hermes_tui.summarizers.base import Summarizer
 
 
@@ -14,28 +15,30 @@ class ProviderError(Exception):
     """No usable compression backend: the message says what to configure."""
 
 
-def mlx_has_gpu() -> bool:
+def _model_present(name: str) -> bool:
     try:
-        import mlx.core as mx
-    except Exception:  # noqa: BLE001 - no MLX at all is simply "no GPU"
-        return False
-    try:
-        return bool(mx.metal.is_available())
-    except Exception:  # noqa: BLE001
+        resolve_model_path(name)
+        return True
+    except ModelUnavailable:
         return False
 
 
-def resolve_provider(cfg: AuxiliaryCompressionConfig) -> str:
+def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str = "auxiliary.compression") -> str:
+    """``auto``: MLX when MLX has a GPU and the model is here; else openai-api when a URL is set."""
     if cfg.provider != "auto":
         return cfg.provider
-    if cfg.model and not cfg.base_url and mlx_has_gpu():
+    if cfg.model and gpu_available() and _model_present(cfg.model):
         return "mlx"
     if cfg.base_url:
         return "openai-api"
+    if cfg.model and gpu_available():
+        resolve_model_path(cfg.model)  # raises the message that says how to get it
+    where = "MLX has no GPU on this machine, so " if cfg.model and not gpu_available() else ""
+    hint = " or use provider 'extractive' (no model; --provider extractive)" if role == "auxiliary.compression" else ""
     raise ProviderError(
-        "no compression model configured: set auxiliary.compression.base_url (any OpenAI-compatible "
-        "endpoint) and auxiliary.compression.model in config.yaml, or use provider 'extractive' "
-        "(no model; --provider extractive on the command line)"
+        f"no usable {role} model: {where}set {role}.base_url (any OpenAI-compatible endpoint, e.g. "
+        f"mlx_lm.server, llama.cpp, Ollama) and {role}.model in config.yaml, or set provider: mlx to run "
+        f"MLX on the CPU{hint}"
     )
 
 
@@ -53,7 +56,12 @@ def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
         if not cfg.model:
             raise ProviderError("provider openai-api needs auxiliary.compression.model (the model name the server serves)")
         return OpenAISummarizer(cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), timeout=cfg.timeout)
-    raise ProviderError(
-        "the in-process MLX compression backend is not available in this version: "
-        "use provider openai-api (e.g. an mlx_lm.server) or extractive"
-    )
+    if not cfg.model:
+        raise ProviderError("provider mlx needs auxiliary.compression.model (a local MLX folder or a cached HF repo id)")
+    from hermes_tui.summarizers.mlx import MlxSummarizer
+
+    try:
+        resolve_model_path(cfg.model)
+    except ModelUnavailable as exc:
+        raise ProviderError(str(exc)) from None
+    return MlxSummarizer(cfg.model, timeout=cfg.timeout)

@@ -1,0 +1,219 @@
+"""The in-process MLX backend with the tiny model (fp32 and 4-bit): real mlx_lm loading and generation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import agent_session
+from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError
+from hermes_tui.chat.mlx_chat import MlxChatClient
+from hermes_tui.compaction.prompts import absorb_prompt
+from hermes_tui.compaction.telemetry import MICRO_PREFIX
+from hermes_tui.config import Config
+from hermes_tui.conversation import Conversation
+from hermes_tui.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable, resolve_model_path
+from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE, SummarizerError
+from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.wiring import make_compactor, make_counter
+
+CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return MlxRuntime()
+
+
+@pytest.fixture(params=["fp32", "q4"])
+def model_dir(request, tiny_model):
+    return str(getattr(tiny_model, request.param))
+
+
+def test_a_model_is_loaded_once_and_shared(runtime, tiny_model):
+    first = runtime.load(str(tiny_model.fp32))
+    again = runtime.load(str(tiny_model.fp32) + "/")  # another spelling of the same folder
+    assert first is again
+    chat, summarizer = MlxChatClient(str(tiny_model.fp32), runtime=runtime), MlxSummarizer(str(tiny_model.fp32), runtime=runtime)
+    chat.complete(CHAT, max_tokens=2)
+    summarizer.complete(CHAT, max_tokens=2)
+    assert len(runtime._models) == 1
+
+
+def test_cpu_compute_is_fp32(runtime, tiny_model):
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    loaded = runtime.load(str(tiny_model.q4))
+    floats = [v.dtype for _, v in tree_flatten(loaded.model.parameters()) if mx.issubdtype(v.dtype, mx.floating)]
+    assert floats and set(floats) == {mx.float32}
+
+
+def test_streaming_usage_and_max_tokens(runtime, model_dir):
+    client = MlxChatClient(model_dir, runtime=runtime)
+    events = list(client.stream(CHAT, max_tokens=12))
+    deltas, done = events[:-1], events[-1]
+    assert isinstance(done, ChatDone) and all(isinstance(d, ChatDelta) for d in deltas)
+    assert done.text == "".join(d.text for d in deltas)
+    loaded = runtime.load(model_dir)
+    usage = done.usage
+    assert usage.prompt_tokens == len(runtime.prompt_tokens(loaded, CHAT))  # the chat template was applied
+    assert usage.completion_tokens == 12 and usage.finish_reason == "length"  # random weights never stop
+    assert usage.prompt_tps > 0 and usage.generation_tps > 0 and usage.peak_memory_gb > 0
+
+
+def test_chat_template_is_chatml(runtime, tiny_model):
+    loaded = runtime.load(str(tiny_model.fp32))
+    text = loaded.tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=False)
+    assert text.startswith("<|im_start|>system\nYou are terse.<|im_end|>")
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_cancel_stops_a_generation_in_flight(runtime, tiny_model):
+    client = MlxChatClient(str(tiny_model.fp32), runtime=runtime)
+    cancel = threading.Event()
+    seen = 0
+    started = time.perf_counter()
+    with pytest.raises(ChatError) as info:
+        for event in client.stream(CHAT, max_tokens=5000, cancel=cancel):
+            seen += 1
+            cancel.set()
+    assert info.value.kind == CANCELLED
+    assert seen >= 1 and time.perf_counter() - started < 10
+    assert not runtime.busy  # the device is free again
+    assert client.complete(CHAT, max_tokens=3).usage.completion_tokens == 3
+
+
+def test_timeout(runtime, tiny_model):
+    summarizer = MlxSummarizer(str(tiny_model.fp32), runtime=runtime, timeout=0.3)
+    with pytest.raises(SummarizerError) as info:
+        summarizer.complete(CHAT, max_tokens=100_000)
+    assert info.value.kind == TIMEOUT and "auxiliary.compression.timeout" in str(info.value)
+
+
+def test_stop_strings(runtime, tiny_model):
+    client = MlxChatClient(str(tiny_model.fp32), runtime=runtime)
+    free = client.complete(CHAT, max_tokens=20).text
+    stop = free[5:8]
+    assert stop
+    stopped = client.complete(CHAT, max_tokens=20, stop=[stop])
+    assert stopped.usage.finish_reason == "stop" and stop not in stopped.text and free.startswith(stopped.text)
+
+
+def test_one_generation_at_a_time(runtime, tiny_model):
+    client = MlxChatClient(str(tiny_model.fp32), runtime=runtime)
+    spans: list[tuple[float, float]] = []
+
+    def call() -> None:
+        start = time.perf_counter()
+        done = client.complete(CHAT, max_tokens=40)
+        spans.append((start + done.usage.duration_s - done.usage.duration_s, time.perf_counter()))
+
+    observed_waiting = []
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        observed_waiting.append(runtime.waiting)
+        time.sleep(0.005)
+    for t in threads:
+        t.join()
+    assert max(observed_waiting) >= 1  # callers queued behind the running generation
+
+
+def test_prefix_cache_reuses_the_static_pass_instructions(tiny_model):
+    runtime = MlxRuntime()
+    summarizer = MlxSummarizer(str(tiny_model.fp32), runtime=runtime)
+    session = agent_session(exchanges=4, size=40)
+    first = summarizer.complete(absorb_prompt("", session[2:4]), max_tokens=4)
+    second_prompt = absorb_prompt("- read the file.", session[4:6])
+    second = summarizer.complete(second_prompt, max_tokens=4)
+    loaded = runtime.load(str(tiny_model.fp32))
+    system_only = runtime.prompt_tokens(loaded, second_prompt[:1])
+    assert first.cached_tokens == 0
+    assert second.cached_tokens >= len(system_only) - 4  # everything up to the user part
+    # A cached prefix must not change the result: same tokens as a cold runtime.
+    cold = MlxSummarizer(str(tiny_model.fp32), runtime=MlxRuntime()).complete(second_prompt, max_tokens=4)
+    assert cold.cached_tokens == 0 and cold.text == second.text
+
+
+def test_chat_follow_up_prefills_only_the_new_turn(tiny_model):
+    runtime = MlxRuntime()
+    client = MlxChatClient(str(tiny_model.fp32), runtime=runtime)
+    first = client.complete(CHAT, max_tokens=5)
+    follow_up = CHAT + [{"role": "assistant", "content": first.text}, {"role": "user", "content": "And two more?"}]
+    second = client.complete(follow_up, max_tokens=5)
+    assert second.usage.cached_tokens >= first.usage.prompt_tokens - 2
+
+
+def test_a_pass_through_the_compactor(tiny_model, caplog):
+    config = Config().with_overrides({
+        "auxiliary.compression.provider": "mlx",
+        "auxiliary.compression.model": str(tiny_model.q4),
+        "auxiliary.compression.max_tokens": 8,
+    })
+    counter = make_counter(config)
+    compactor = make_compactor(config, counter=counter, context_limit=8192)
+    conv = Conversation(agent_session(exchanges=14, size=60), counter=counter)
+    before = [m.id for m in conv.messages]
+    with caplog.at_level("INFO", logger="hermes_tui.compaction"):
+        report = compactor.micro_pass(conv)
+    # Random weights never end a summary: it is cut off at max_tokens (or is only
+    # whitespace) and rejected; the transcript stays as it was.
+    assert report.outcome == "summarize_failed" and report.fields["failure"] in ("cut_off", "empty")
+    assert report.fields["completion_tokens"] == 8 and report.fields["prompt_tokens"] > 100
+    assert report.fields["aux_model"] == str(tiny_model.q4)
+    assert [m.id for m in conv.messages] == before
+    assert any(MICRO_PREFIX in r.getMessage() for r in caplog.records)
+
+
+def test_missing_models_say_what_to_do(tmp_path, hf_offline_env):
+    with pytest.raises(ModelUnavailable, match="no such model folder"):
+        resolve_model_path(str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelUnavailable, match="not an MLX model folder"):
+        resolve_model_path(str(tmp_path / "empty"))
+    with pytest.raises(ModelUnavailable) as info:
+        resolve_model_path("mlx-community/Not-Downloaded-4bit")
+    assert "mlx-community/Not-Downloaded-4bit" in str(info.value) and "download" in str(info.value)
+    summarizer = MlxSummarizer(str(tmp_path / "nope"))
+    with pytest.raises(SummarizerError) as err:
+        summarizer.complete(CHAT, max_tokens=2)
+    assert err.value.kind == UNAVAILABLE
+
+
+def test_compact_with_the_mlx_provider_end_to_end(tiny_model, hermes_home, hf_offline_env, tmp_path):
+    (hermes_home / "config.yaml").write_text("auxiliary:\n  compression:\n    max_tokens: 8\n")
+    transcript = tmp_path / "session.json"
+    transcript.write_text(json.dumps([m.to_openai() for m in agent_session(exchanges=5, size=40)]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermes_tui.cli", "compact", str(transcript), "--provider", "mlx",
+         "--model", str(tiny_model.q4), "--context-limit", "2048", "--turns", "step"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HERMES_HOME": str(hermes_home)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [m["content"] for m in out if m["role"] == "user"] == [
+        m["content"] for m in json.loads(transcript.read_text()) if m["role"] == "user"
+    ]
+    log = (hermes_home / "logs" / "agent.log").read_text()
+    lines = [json.loads(line.split(MICRO_PREFIX, 1)[1]) for line in log.splitlines() if MICRO_PREFIX in line]
+    called = [r for r in lines if r["outcome"] != "nothing_to_absorb"]
+    assert called and all(r["completion_tokens"] == 8 and r["aux_model"] == str(tiny_model.q4) for r in called)
+    assert {r["failure"] for r in called} <= {"cut_off", "empty"}
+
+
+def test_generation_aborted_frees_the_prefix(tiny_model):
+    runtime = MlxRuntime()
+    loaded = runtime.load(str(tiny_model.fp32))
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(GenerationAborted):
+        runtime.generate(loaded, CHAT, max_tokens=5, cache_key="x", cancel=cancel)
+    assert "x" not in loaded.prefixes and not runtime.busy
