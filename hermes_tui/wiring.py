@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
@@ -11,6 +12,11 @@ from hermes_tui.config import Config, ConfigError, ConfigProblem
 from hermes_tui.summarizers.base import Summarizer
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
+
+if TYPE_CHECKING:
+    from hermes_tui.chat.client import ChatClient
+    from hermes_tui.chat.session import Session
+    from hermes_tui.store import Store
 
 
 def make_counter(config: Config) -> TokenCounter:
@@ -76,3 +82,37 @@ def make_compactor(
         max_tokens_cap=config.auxiliary.compression.max_tokens,
     )
     return Compactor(ctx, settings, session_id=session_id, main_model=config.model.model or None)
+
+
+def open_session(
+    config: Config,
+    store: "Store",
+    *,
+    session_id: str | None = None,
+    title: str = "",
+    chat: "ChatClient | None" = None,
+    summarizer: Summarizer | None = None,
+) -> "Session":
+    """A new session, or a stored one resumed: its active rows, compaction state from its marker.
+
+    The context window starts unresolved (occupancy null); call
+    ``Session.resolve_context_window`` to resolve it in the background.
+    """
+    from hermes_tui.chat.select import make_chat_client
+    from hermes_tui.chat.session import Session
+    from hermes_tui.conversation import Conversation
+
+    counter = make_counter(config)
+    chat = chat or make_chat_client(config.model)
+    summarizer = summarizer or make_summarizer(config.auxiliary.compression)
+    if session_id:
+        info = store.get_session(session_id)
+        messages = store.load_active(info.id)
+    else:
+        info = store.create_session(
+            title, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None
+        )
+        messages = []
+    compactor = make_compactor(config, counter=counter, summarizer=summarizer, session_id=info.id)
+    conv = Conversation(messages, counter=counter)
+    return Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)

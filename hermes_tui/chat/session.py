@@ -1,0 +1,184 @@
+"""A conversation: the turn loop, compaction after each turn, and the store behind both.
+
+The UI drives it from worker threads: ``send`` streams a reply (chat thread),
+``plan_pass`` runs a pass on a snapshot (pass thread) and ``publish_pass`` applies
+it. Every change to the transcript and every store write happens under one lock,
+so a reply that lands while a pass runs is simply appended, and the pass's splice
+still applies (appends never invalidate it) or is dropped as stale, never half-applied.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from hermes_tui.chat.client import ChatClient, ChatDelta, ChatDone
+from hermes_tui.compaction.engine import Compactor, PassReport
+from hermes_tui.compaction.micro import plan_micro_pass
+from hermes_tui.compaction.state import PassResult
+from hermes_tui.config import Config
+from hermes_tui.context_limits import ContextLimit, ContextLimitResolver
+from hermes_tui.conversation import Conversation
+from hermes_tui.store import SessionInfo, Store
+from hermes_tui.transcript import Message, wire_view
+
+DEFAULT_REPLY_TOKENS = 1024
+
+
+@dataclass
+class TurnResult:
+    reply: Message
+    done: ChatDone
+
+
+class Session:
+    def __init__(
+        self, *, config: Config, store: Store, info: SessionInfo, chat: ChatClient,
+        compactor: Compactor, conv: Conversation,
+    ):
+        self.config = config
+        self.store = store
+        self.info = info
+        self.chat = chat
+        self.compactor = compactor
+        self.conv = conv
+        self.lock = threading.RLock()
+        self.turns_completed = 0
+        self.last_pass: PassReport | None = None
+        self.context_source: str | None = None
+        self._resolver: ContextLimitResolver | None = None
+
+    # --- the context window ---------------------------------------------------------------
+    def resolve_context_window(self, on_resolved: Callable[[ContextLimit], None] | None = None) -> None:
+        """Use a cached or configured window now; otherwise resolve it in the background.
+
+        Until then the window's limit stays None and telemetry reports occupancy as null.
+        """
+        cached = ContextLimitResolver.cached(self.config.model)
+        if cached is not None:
+            self._set_limit(cached)
+            if on_resolved:
+                on_resolved(cached)
+            return
+
+        def resolved(limit: ContextLimit) -> None:
+            self._set_limit(limit)
+            if on_resolved:
+                on_resolved(limit)
+
+        self._resolver = ContextLimitResolver().start(self.config.model, resolved)
+
+    def _set_limit(self, limit: ContextLimit) -> None:
+        self.compactor.ctx.window.limit = limit.tokens
+        self.context_source = limit.source
+
+    # --- a turn ---------------------------------------------------------------------------
+    def add_user_message(self, text: str) -> Message:
+        message = Message(role="user", content=text)
+        with self.lock:
+            self.conv.append(message)
+            self.store.flush(self.info.id, [message])
+        return message
+
+    def send(
+        self, text: str, *, on_delta: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None, max_tokens: int = DEFAULT_REPLY_TOKENS,
+    ) -> TurnResult:
+        """Add the user's message, stream the reply, store both. Raises ChatError on failure
+        (the user's message stays: nothing they typed is lost)."""
+        self.add_user_message(text)
+        return self.reply(on_delta=on_delta, cancel=cancel, max_tokens=max_tokens)
+
+    def reply(
+        self, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
+        max_tokens: int = DEFAULT_REPLY_TOKENS,
+    ) -> TurnResult:
+        with self.lock:
+            request = wire_view(self.conv.messages)
+        done: ChatDone | None = None
+        for event in self.chat.stream(request, max_tokens=max_tokens, cancel=cancel):
+            if isinstance(event, ChatDelta):
+                if on_delta:
+                    on_delta(event.text)
+            else:
+                done = event
+        assert done is not None  # ChatClient.stream ends with exactly one ChatDone
+        reply = Message(role="assistant", content=done.text, meta={"usage": _usage_meta(done)})
+        with self.lock:
+            self.conv.append(reply)
+            self.store.flush(self.info.id, [reply])
+            self.turns_completed += 1
+        return TurnResult(reply, done)
+
+    # --- compaction -----------------------------------------------------------------------
+    def pass_due(self) -> bool:
+        settings = self.compactor.settings
+        return settings.enabled and settings.micro_compact and (
+            self.turns_completed % settings.micro_compact_every_n_turns == 0
+        )
+
+    def plan_pass(self) -> PassResult:
+        """Plan a micro pass on a snapshot (worker thread; calls the summarizer)."""
+        with self.lock:
+            snapshot = list(self.conv.messages)
+            total = self.conv.total_tokens
+        return plan_micro_pass(snapshot, self.compactor.state, self.compactor.ctx, total_tokens=total)
+
+    def publish_pass(self, result: PassResult) -> PassReport:
+        with self.lock:
+            report = self.compactor.publish(self.conv, result, self._persist)
+            self.last_pass = report
+            return report
+
+    def finalize_turn(self) -> list[PassReport]:
+        """Synchronously: a micro pass (when due) and batch if over the threshold."""
+        with self.lock:
+            reports = self.compactor.finalize_turn(self.conv, self._persist)
+            if reports:
+                self.last_pass = reports[-1]
+            return reports
+
+    def compress_now(self, focus: str | None = None) -> PassReport:
+        """``/compact [focus]``: batch compaction now."""
+        with self.lock:
+            report = self.compactor.compress(self.conv, focus=focus, persist=self._persist)
+            self.last_pass = report
+            return report
+
+    def over_threshold(self) -> bool:
+        return self.conv.total_tokens > self.compactor.ctx.window.threshold_tokens
+
+    def _persist(self, result: PassResult) -> None:
+        self.store.archive_and_compact(self.info.id, result)
+
+    # --- figures for the status bar and /usage -------------------------------------------
+    def usage(self) -> dict:
+        window = self.compactor.ctx.window
+        state = self.compactor.state
+        return {
+            "tokens": self.conv.total_tokens,
+            "messages": len(self.conv),
+            "context_limit": window.limit,
+            "context_source": self.context_source,
+            "threshold_tokens": window.threshold_tokens if window.limit else None,
+            "occupancy_pct": window.occupancy_pct(self.conv.total_tokens),
+            "passes": state.passes_total,
+            "tokens_saved": state.tokens_saved_total,
+            "summary_tokens": state.summary_tokens,
+            "batch_compactions": self.compactor.batch_compactions,
+            "last_pass": self.last_pass.outcome if self.last_pass else None,
+        }
+
+
+def _usage_meta(done: ChatDone) -> dict:
+    usage = done.usage
+    return {
+        key: value
+        for key, value in {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "finish_reason": usage.finish_reason,
+        }.items()
+        if value is not None
+    }
