@@ -14,7 +14,7 @@ from typing import Iterator
 
 import sqlite_utils
 
-from hermes_tui.store.schema import migrate
+from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 
 BUSY_TIMEOUT_MS = 5_000
 
@@ -42,6 +42,7 @@ def open_database(path: Path) -> sqlite_utils.Database:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            check_readable(conn)  # before anything writes to the file
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -50,6 +51,23 @@ def open_database(path: Path) -> sqlite_utils.Database:
             conn.close()
             raise
     return sqlite_utils.Database(conn)
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """Refuse a damaged or too-new database before writing a byte to it.
+
+    ``quick_check`` reads every page (it is fast: a few hundred ms for a large
+    store), so a corrupt page is found now rather than after we have written.
+    """
+    version = user_version(conn)
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"schema version {version} is newer than this hermes-tui understands ({SCHEMA_VERSION}): upgrade hermes-tui"
+        )
+    result = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+    if result != "ok":
+        detail = " ".join(result.replace("*** in database main ***", "").split())
+        raise sqlite3.DatabaseError(f"database disk image is malformed ({detail})")
 
 
 @contextmanager
@@ -68,14 +86,14 @@ def translate_errors(path: Path) -> Iterator[None]:
 def _explain(path: Path, exc: sqlite3.DatabaseError) -> str:
     text = str(exc)
     lowered = text.lower()
-    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+    if any(sign in lowered for sign in ("not a database", "malformed", "corrupt", "vtable constructor failed")):
         return (
             f"{path}: not a readable SQLite database ({text}). It was left untouched: "
             "move it aside (or restore a backup) and start again, or set HERMES_HOME to use another folder"
         )
     if "locked" in lowered or "busy" in lowered:
         return (
-            f"{path}: the database is locked by another process (waited {BUSY_TIMEOUT_MS // 1000} s): "
+            f"{path}: the database is locked by another process (waited {BUSY_TIMEOUT_MS / 1000:g} s): "
             "close the other hermes-tui and try again"
         )
     if "full" in lowered:

@@ -69,6 +69,25 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts (rowid, content, tool_names) VALUES (new.rowid, new.content, new.tool_names);
     END;
     """,
+    # 3: benchmark runs (hermes_tui.bench), kept so models can be compared across days.
+    #    One row per model run; the machine, the settings, the per-pass rows and the
+    #    medians are JSON documents whose shape bench.py owns.
+    """
+    CREATE TABLE bench_runs (
+        id          INTEGER PRIMARY KEY,
+        model       TEXT NOT NULL,
+        provider    TEXT NOT NULL,
+        started     REAL NOT NULL,
+        duration_s  REAL,
+        load_s      REAL,
+        cancelled   INTEGER NOT NULL DEFAULT 0,
+        machine     TEXT NOT NULL DEFAULT '{}',
+        settings    TEXT NOT NULL DEFAULT '{}',
+        passes      TEXT NOT NULL DEFAULT '[]',
+        medians     TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX bench_runs_by_model ON bench_runs (model, started);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -85,7 +85,7 @@ class Store:
         """A session by id or unique id prefix (like git)."""
         with translate_errors(self.path):
             rows = self.conn.execute(
-                _SESSION_SELECT + " WHERE s.id LIKE ? || '%' GROUP BY s.id", (id_or_prefix.replace("%", ""),)
+                _SESSION_SELECT + " WHERE substr(s.id, 1, ?) = ? GROUP BY s.id", (len(id_or_prefix), id_or_prefix)
             ).fetchall()
         exact = [r for r in rows if r[0] == id_or_prefix]
         if exact:
@@ -131,9 +131,9 @@ class Store:
         with self._transaction():
             if splice is not None:
                 marker = splice.marker
-                # Normally flushed before the pass; if not, they go in now, with the pass.
-                unstored = [m for m in splice.archived if not m.stored]
-                self._append(session_id, unstored)
+                if any(not m.stored for m in splice.archived):
+                    # Storing them now would put them after earlier unflushed messages.
+                    raise StoreError(f"{self.path}: the pass covers messages not stored yet: flush first")
                 anchor = self._position_of(session_id, splice.removed[-1][1])
                 for msg in splice.archived:
                     self._archive(session_id, msg, marker.id)
@@ -161,7 +161,7 @@ class Store:
         return self._rows(session_id, "")
 
     def search(self, query: str, limit: int = 50) -> list[SearchHit]:
-        terms = " ".join('"' + term.replace('"', '""') + '"' for term in query.split())
+        terms = " ".join('"' + term.replace('"', '""') + '"' for term in query.replace("\x00", " ").split())
         if not terms:
             return []
         with translate_errors(self.path):
