@@ -510,7 +510,7 @@ _HEADER = """\
 # hermes-tui configuration.
 # Every key is shown with its default; delete a key (or this file) to get the default back.
 # HERMES_HOME, when set, moves this file and every other hermes-tui file.
-# When settings are saved from the app this file is rewritten and your own comments are lost.
+# The settings screen edits values in place and keeps your comments where it can.
 """
 _COMMENT_COLUMN = 40
 

@@ -161,9 +161,12 @@ class Store:
         return self._rows(session_id, "")
 
     def search(self, query: str, limit: int = 50) -> list[SearchHit]:
-        terms = " ".join('"' + term.replace('"', '""') + '"' for term in query.replace("\x00", " ").split())
-        if not terms:
+        words = query.replace("\x00", " ").split()
+        if not words:
             return []
+        # Every word quoted (no FTS syntax from user input); the last one as a prefix,
+        # so search-as-you-type finds matches before a word is complete.
+        terms = " ".join('"' + word.replace('"', '""') + '"' for word in words) + "*"
         with translate_errors(self.path):
             rows = self.conn.execute(
                 """SELECT m.session_id, s.title, m.id, m.role, m.state,
