@@ -42,6 +42,7 @@ class Conversation:
         self.messages: list[Message] = []
         self.total_tokens = 0
         self.generation = 0  # bumps on every change; a cheap "did anything change" check
+        self.epoch = 0       # bumps when the whole transcript is swapped: older plans are void
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -73,7 +74,8 @@ class Conversation:
         self.generation += 1
 
     def replace_all(self, messages: Iterable[Message]) -> None:
-        """Swap in a whole new transcript (a resumed session, an import)."""
+        """Swap in a whole new transcript (a resumed session, an import, a rewind)."""
+        self.epoch += 1
         self.messages = []
         self.total_tokens = 0
         self.extend(messages)

@@ -356,3 +356,17 @@ def test_no_pressure_defrag_below_the_pressure_point():
     compactor, conv = make_compactor(limit=200_000, target_ratio=0.01)
     conv.extend(agent_session(exchanges=12, size=300))
     assert compactor.micro_pass(conv).outcome == "absorbed"
+
+
+def test_a_plan_made_before_the_transcript_was_replaced_is_stale():
+    from hermes_tui.compaction.micro import plan_micro_pass
+
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: "- ok."), limit=20_000, target_ratio=0.05)
+    conv.extend(agent_session(exchanges=10, size=100))
+    result = plan_micro_pass(list(conv.messages), compactor.state, compactor.ctx)
+    result.epoch = conv.epoch
+    # A rewind to just after the planned exchange: those messages are now the tail.
+    conv.replace_all(conv.messages[: result.splice.removed[-1][0] + 1])
+    before = list(conv.messages)
+    assert compactor.publish(conv, result).outcome == "stale"
+    assert conv.messages == before

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hermes_tui.chat.client import ChatClient, ChatDelta, ChatDone
+from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.micro import plan_micro_pass
 from hermes_tui.compaction.state import PassResult
@@ -122,8 +123,10 @@ class Session:
         """Plan a micro pass on a snapshot (worker thread; calls the summarizer)."""
         with self.lock:
             snapshot = list(self.conv.messages)
-            total = self.conv.total_tokens
-        return plan_micro_pass(snapshot, self.compactor.state, self.compactor.ctx, total_tokens=total)
+            total, epoch = self.conv.total_tokens, self.conv.epoch
+        result = plan_micro_pass(snapshot, self.compactor.state, self.compactor.ctx, total_tokens=total)
+        result.epoch = epoch
+        return result
 
     def publish_pass(self, result: PassResult) -> PassReport:
         with self.lock:
@@ -138,6 +141,15 @@ class Session:
             if reports:
                 self.last_pass = reports[-1]
             return reports
+
+    def plan_compress(self, focus: str | None = None) -> PassResult:
+        """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.
+
+        Unlike ``compress_now`` the summarizer runs outside the lock, so turns go on meanwhile.
+        """
+        with self.lock:
+            snapshot = list(self.conv.messages)
+        return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
 
     def compress_now(self, focus: str | None = None) -> PassReport:
         """``/compact [focus]``: batch compaction now."""

@@ -111,8 +111,10 @@ class Compactor:
 
     def _run(self, kind: str, conv: Conversation, persist: Persist | None, plan) -> PassReport:
         started = time.perf_counter()
+        epoch = conv.epoch
         try:
             result = plan()
+            result.epoch = epoch
         except Exception as exc:  # best-effort: a bug must not break the session
             log.exception("%s compaction pass raised; the transcript is unchanged", kind)
             result = PassResult(kind, ERROR, self.state, failure=type(exc).__name__)
@@ -126,6 +128,8 @@ class Compactor:
         messages_before, tokens_before = len(conv), conv.total_tokens
         outcome, failure, state = result.outcome, result.failure, result.state
         try:
+            if result.epoch is not None and result.epoch != conv.epoch:
+                raise StaleSplice("the transcript was replaced while the pass ran")
             if result.splice is not None:
                 conv.check(result.splice)
                 removed = count_messages(conv.counter, list(result.splice.archived))

@@ -61,6 +61,7 @@ class PassResult:
     failure: str | None = None          # short, content-free reason
     skipped: tuple[Message, ...] = ()   # messages to flag as skipped on publish
     stats: dict[str, Any] = field(default_factory=dict)
+    epoch: int | None = None            # Conversation.epoch of the view it was planned on
 
 
 def is_marker_or_step_over(msg: Message) -> bool:
