@@ -20,7 +20,10 @@ engine's own plus a few milliseconds of regex work.
 
 What to look for (spec, "What it looks like when it is working"): in step mode
 occupancy climbs to a plateau and stays there, with no batch compaction; in user
-mode a whole session can arrive in one turn, so batch compaction is the backstop.
+mode a whole session can arrive in one turn: one exchange per turn cannot reclaim
+that, so the window-pressure defrag folds the backlog in one call (with the spec's
+triggers alone, batch compaction would fire as the backstop; it still does when a
+defrag fails).
 """
 
 from __future__ import annotations
