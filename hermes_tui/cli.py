@@ -1,4 +1,4 @@
-"""Command line: ``hermes-tui [demo] | compact | report``.
+"""Command line: ``hermes-tui`` (the app; ``--resume [ID]``, ``open TRANSCRIPT``) | demo | compact | report.
 
 Every user error (a bad transcript, config or endpoint) ends in one line naming
 the file or key and the problem, and a non-zero exit; never a traceback.
@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Sequence
 
 from hermes_tui import __version__, paths
+from hermes_tui.bench_cli import add_bench_parser
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import LogFileError, setup_logging
+from hermes_tui.models_cli import add_parser as add_models_parser
 from hermes_tui.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
 from hermes_tui.context_limits import resolve as resolve_context_limit
@@ -55,8 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hermes-tui {__version__}")
     parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_HOME)")
-    parser.set_defaults(run=run_demo)
+    parser.add_argument(
+        "--resume", nargs="?", const="", metavar="ID",
+        help="open the app on a stored session (default: the most recent one)",
+    )
+    parser.set_defaults(run=run_app)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    open_ = sub.add_parser("open", help="import a transcript as a new session and open it in the app")
+    open_.add_argument("transcript", type=Path, help="JSON array (or JSONL) of OpenAI chat messages")
+    open_.set_defaults(run=run_app)
 
     demo = sub.add_parser("demo", help="replay a bundled agent session and watch it compact")
     demo.set_defaults(run=run_demo)
@@ -105,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
     report.add_argument("report_args", nargs=argparse.REMAINDER)
     report.set_defaults(run=run_report)
+
+    add_bench_parser(sub)
+    add_models_parser(sub)
     return parser
 
 
@@ -251,6 +264,42 @@ class Progress:
 
     def close(self) -> None:
         self.stream.write("\n")
+
+
+# --- the app -------------------------------------------------------------------------
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """The chat app: a new session, a resumed one (``--resume [ID]``) or an imported transcript
+    (``open``). What can be checked before the screen takes over is, with a one-line error."""
+    config = _config(args)
+    transcript = getattr(args, "transcript", None)
+    if transcript is not None:
+        _read_transcript(transcript)  # a bad file: one line and exit 2, before the app starts
+    setup_logging()
+    store = Store(paths.state_db_path())
+    try:
+        session_id = None
+        if args.resume is not None:
+            session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
+        from hermes_tui.tui.app import HermesApp
+
+        # MLX generation runs in worker threads; importing mlx_lm first on a worker
+        # thread makes the process abort at exit, so import it here, on the main one.
+        import mlx_lm  # noqa: F401
+
+        app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config)
+        app.run()
+    finally:
+        store.close()
+    return app.return_code or 0
+
+
+def _latest_session(store: Store) -> str:
+    sessions = store.list_sessions()
+    if not sessions:
+        raise UserError(f"no stored session to resume in {store.path}: run hermes-tui to start one")
+    return sessions[0].id
 
 
 # --- demo ----------------------------------------------------------------------------

@@ -100,6 +100,8 @@ def open_session(
     """
     from hermes_tui.chat.select import make_chat_client
     from hermes_tui.chat.session import Session
+    from hermes_tui.compaction.state import recover_state
+    from hermes_tui.compaction.window import head_end
     from hermes_tui.conversation import Conversation
 
     counter = make_counter(config)
@@ -114,5 +116,9 @@ def open_session(
         )
         messages = []
     compactor = make_compactor(config, counter=counter, summarizer=summarizer, session_id=info.id)
+    if messages:
+        # Now rather than at the first pass, so /usage and the status bar show the resumed
+        # session's summary, passes and tokens saved from the start.
+        compactor.state = recover_state(messages, head_end(messages, compactor.ctx.protect_first_n), compactor.state)
     conv = Conversation(messages, counter=counter)
     return Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)

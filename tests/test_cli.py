@@ -390,8 +390,8 @@ def test_console_script_entry_point(home, tmp_path):
     assert_one_line_error(missing, str(tmp_path / "nope.json"))
 
 
-def test_demo_with_no_arguments(home):
-    proc = run_cli(home)
+def test_demo(home):
+    proc = run_cli(home, "demo")
 
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr

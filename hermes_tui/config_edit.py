@@ -1,0 +1,209 @@
+"""Save settings into an existing config.yaml without rewriting it.
+
+``save_config`` renders the whole file from the schema: our comments come back, a
+user's own comments and layout do not. The settings screen changes a few values, so
+this module edits only those values in the text the user already has: each changed
+key's scalar is replaced where ``yaml.compose`` says it is (any comment after it on
+the line stays), and a key the file lacks is added at the end of its section.
+
+The edit is checked before it is written: the new text must parse and validate to
+exactly the config we meant to save. Anything this cannot edit safely (flow style
+``{a: 1}``, multi-line or block scalars, anchors, a file that does not load) falls
+back to ``save_config``'s full rewrite, and a file that did not load is kept beside
+it as ``config.yaml.bak`` first.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hermes_tui.config import Config, ConfigError, ConfigProblem, apply_overrides, load_config, save_config
+# Shared with save_config so both writers format values and replace files the same way.
+from hermes_tui.config import _scalar, _write_atomically
+
+__all__ = ["SaveResult", "changed_values", "edit_config_text", "save_changes"]
+
+_INDENT = "  "
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    config: Config               # what is on disk now
+    kept_layout: bool            # True: edited in place; False: rewritten from the template
+    backup: Path | None = None   # the unreadable file we replaced, kept aside
+
+
+def changed_values(old: BaseModel, new: BaseModel, prefix: str = "") -> dict[str, Any]:
+    """Dotted leaf keys whose value differs between two configs, with the new value."""
+    out: dict[str, Any] = {}
+    for name in type(old).model_fields:
+        a, b = getattr(old, name), getattr(new, name)
+        if isinstance(a, BaseModel):
+            out.update(changed_values(a, b, f"{prefix}{name}."))
+        elif a != b:
+            out[prefix + name] = b
+    return out
+
+
+def save_changes(path: Path, changes: Mapping[str, Any], *, base: Config | None = None) -> SaveResult:
+    """Apply dotted ``changes`` to the config file at ``path`` and write it atomically.
+
+    The changes are applied to what is on disk *now* (someone may have edited the file
+    since it was read), validated first (raises :class:`ConfigError`, nothing written).
+    ``base`` is used instead when the file does not load; that file is then kept as
+    ``<name>.bak`` and replaced by a full rewrite.
+    """
+    path = Path(path)
+    try:
+        current = load_config(path)
+    except ConfigError:
+        config = apply_overrides(base or Config(), changes)
+        backup = path.with_name(path.name + ".bak")
+        try:
+            shutil.copy2(path, backup)
+        except OSError as exc:
+            raise _cannot(path, f"cannot keep a backup at {backup}: {exc.strerror or exc}") from None
+        save_config(config, path)
+        return SaveResult(config, kept_layout=False, backup=backup)
+
+    config = apply_overrides(current, changes)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        save_config(config, path)
+        return SaveResult(config, kept_layout=False)
+    except OSError as exc:
+        raise _cannot(path, f"cannot read: {exc.strerror or exc}") from None
+
+    edited = edit_config_text(text, changed_values(current, config))
+    if edited is None or not _means(edited, config):
+        save_config(config, path)
+        return SaveResult(config, kept_layout=False)
+    if edited != text:
+        try:
+            _write_atomically(path, edited, overwrite=True)
+        except OSError as exc:
+            raise _cannot(path, f"cannot write: {exc.strerror or exc}") from None
+    return SaveResult(config, kept_layout=True)
+
+
+def edit_config_text(text: str, changes: Mapping[str, Any]) -> str | None:
+    """``text`` with each dotted key set to its new value, or None if it cannot be done safely."""
+    if text and not text.endswith("\n"):
+        text += "\n"
+    for dotted, value in changes.items():
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError:
+            return None
+        result = _set(text, root, dotted.split("."), _scalar(value))
+        if result is None:
+            return None
+        text = result
+    return text
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _cannot(path: Path, message: str) -> ConfigError:
+    return ConfigError([ConfigProblem(str(path), None, None, message)])
+
+
+def _means(text: str, config: Config) -> bool:
+    """Does ``text`` load as exactly ``config``?"""
+    try:
+        data = yaml.safe_load(text)
+        loaded = Config.model_validate(data if data is not None else {})
+    except (yaml.YAMLError, ValidationError):
+        return False
+    return loaded.model_dump() == config.model_dump()
+
+
+def _set(text: str, root: yaml.Node | None, parts: list[str], scalar: str) -> str | None:
+    if root is None:  # empty, or comments only: append the whole path at the end
+        return text + "".join(_block(parts, scalar, indent=""))
+    node: yaml.Node = root
+    for depth, part in enumerate(parts):
+        if not isinstance(node, yaml.MappingNode) or node.flow_style:
+            return None
+        pair = next(
+            ((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None
+        )
+        if pair is None:
+            if not node.value:
+                return None
+            column = node.value[0][0].start_mark.column
+            after = _last_line(node.value[-1][1])
+            return _insert(text, after + 1, _block(parts[depth:], scalar, indent=" " * column))
+        key, value = pair
+        last = depth == len(parts) - 1
+        if isinstance(value, yaml.ScalarNode) and value.tag == "tag:yaml.org,2002:null" and _empty(value, key):
+            # `key:` with nothing after it (an empty section, or a null leaf).
+            if last:
+                return _splice(text, value.start_mark.index, value.end_mark.index, " " + scalar)
+            indent = " " * (key.start_mark.column + len(_INDENT))
+            return _insert(text, key.start_mark.line + 1, _block(parts[depth + 1 :], scalar, indent=indent))
+        if last:
+            if not isinstance(value, yaml.ScalarNode) or value.style not in (None, "'", '"'):
+                return None
+            if value.start_mark.line != value.end_mark.line or value.start_mark.line != key.start_mark.line:
+                return None
+            return _replace_value(text, value.start_mark.index, value.end_mark.index, scalar)
+        node = value
+    return None
+
+
+def _empty(value: yaml.ScalarNode, key: yaml.Node) -> bool:
+    return value.value == "" and value.style is None and value.start_mark.line == key.start_mark.line
+
+
+def _block(parts: list[str], scalar: str, *, indent: str) -> list[str]:
+    """Lines that set ``parts`` (nested sections, then the key) at ``indent``."""
+    lines = []
+    for depth, part in enumerate(parts):
+        pad = indent + _INDENT * depth
+        lines.append(f"{pad}{part}: {scalar}\n" if depth == len(parts) - 1 else f"{pad}{part}:\n")
+    return lines
+
+
+def _last_line(node: yaml.Node) -> int:
+    """0-based line where a (block) node's content ends."""
+    if isinstance(node, yaml.MappingNode) and node.value:
+        return _last_line(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and node.value:
+        return _last_line(node.value[-1])
+    end = node.end_mark
+    # Block scalars end at column 0 of the next line.
+    return end.line - 1 if end.column == 0 and end.line > node.start_mark.line else end.line
+
+
+def _insert(text: str, line: int, new_lines: list[str]) -> str:
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:line] + new_lines + lines[line:])
+
+
+def _splice(text: str, start: int, end: int, replacement: str) -> str:
+    return text[:start] + replacement + text[end:]
+
+
+def _replace_value(text: str, start: int, end: int, replacement: str) -> str:
+    """Replace a one-line scalar, keeping a comment after it in its column where it fits."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    rest = text[end : line_end if line_end >= 0 else len(text)]
+    gap = re.match(r"( +)#", rest)
+    if not gap:
+        return _splice(text, start, end, replacement)
+    comment_column = end - line_start + len(gap.group(1))
+    new_end_column = start - line_start + len(replacement)
+    pad = max(comment_column - new_end_column, min(len(gap.group(1)), 2))
+    return _splice(text, start, end + len(gap.group(1)), replacement + " " * pad)

@@ -1,0 +1,1 @@
+"""The Textual user interface: the app, its screens and widgets."""

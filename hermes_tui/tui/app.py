@@ -1,0 +1,268 @@
+"""The Textual app: opens (or resumes, or imports) a session and shows it on the chat screen.
+
+The app owns what outlives one session: the config, the store, the chat client and
+the summarizer (an MLX model is loaded once per process), and one lock that every
+session of this app uses for its transcript and store writes: the store has one
+connection, and a pass of the session left behind by ``/new`` still lands (in that
+session) while the next one talks.
+
+What is wrong at start (no chat model, the model missing, the endpoint down) shows on
+the first-run screen with the step that fixes it; the conversation stays readable
+behind it. Details go to the log, never a traceback to the screen.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from textual.app import App
+from textual.binding import Binding
+from textual.screen import Screen
+
+from hermes_tui import paths
+from hermes_tui.chat.client import UNAVAILABLE, ChatClient, ChatDelta, ChatDone, ChatError
+from hermes_tui.chat.session import DEFAULT_REPLY_TOKENS, Session
+from hermes_tui.config import Config
+from hermes_tui.logs import get_logger
+from hermes_tui.store import SessionInfo, Store, StoreError
+from hermes_tui.summarizers.base import Summarizer
+from hermes_tui.summarizers.select import ProviderError
+from hermes_tui.transcript import TranscriptError, parse_transcript
+from hermes_tui.tui.commands import SlashCommandsProvider
+from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.tui.screens.first_run import FirstRunScreen, first_run_problem
+
+log = get_logger("tui")
+
+
+class UnavailableChat:
+    """Stands in for a chat model that could not be set up: every reply fails with why."""
+
+    def __init__(self, error: Exception):
+        self.model_name = ""
+        self.error = error
+
+    def stream(self, messages: list[dict[str, Any]], *, max_tokens: int, stop=None, cancel=None) -> Iterator[ChatDelta | ChatDone]:
+        raise ChatError(UNAVAILABLE, str(self.error))
+        yield  # pragma: no cover - makes this a generator, like every provider's stream
+
+    def complete(self, messages, *, max_tokens: int, stop=None, cancel=None) -> ChatDone:
+        raise ChatError(UNAVAILABLE, str(self.error))
+
+
+def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
+    """Store a transcript file as a new session (its title: the file name). Raises
+    TranscriptError or OSError for a bad file, StoreError for the database."""
+    messages = parse_transcript(Path(path).read_text(encoding="utf-8"), source=str(path))
+    info = store.create_session(
+        Path(path).stem, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None,
+    )
+    store.flush(info.id, messages)
+    return info
+
+
+class HermesApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "hermes-tui"
+    COMMANDS = App.COMMANDS | {SlashCommandsProvider}
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        session_id: str | None = None,
+        import_path: Path | None = None,
+        chat: ChatClient | None = None,
+        summarizer: Summarizer | None = None,
+        *,
+        reply_tokens: int = DEFAULT_REPLY_TOKENS,
+        config_path: Path | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.store = store
+        self.reply_tokens = reply_tokens
+        self.config_path = Path(config_path) if config_path else paths.config_path()
+        self._start_session_id = session_id
+        self._import_path = Path(import_path) if import_path else None
+        self._chat_given, self._summarizer_given = chat, summarizer
+        self.chat: ChatClient | None = chat
+        self.summarizer: Summarizer | None = summarizer
+        self.session_lock = threading.RLock()
+        self._problems: list[Exception] = []
+
+    # --- start ------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self._make_clients()
+        session_id = self._start_session_id
+        if self._import_path is not None:
+            try:
+                session_id = import_transcript(self.store, self.config, self._import_path).id
+            except (TranscriptError, OSError, UnicodeDecodeError, StoreError) as exc:
+                log.warning("cannot import %s: %s", self._import_path, exc)
+                self.notify(str(exc), title="Import failed", severity="error", timeout=15)
+        try:
+            session = self.open_session(session_id)
+        except StoreError as exc:
+            log.warning("cannot open session %s: %s", session_id, exc)
+            self.notify(str(exc), title="Cannot resume", severity="error", timeout=15)
+            session = self.open_session(None)
+        self.push_screen(ChatScreen(session))
+        self._show_problems()
+
+    def _make_clients(self) -> None:
+        """The chat client and the summarizer, from config unless given; what fails is kept to show."""
+        from hermes_tui.chat.select import make_chat_client
+        from hermes_tui.summarizers.select import make_summarizer
+
+        self._problems = []
+        if self._chat_given is None:
+            try:
+                self.chat = make_chat_client(self.config.model)
+            except ProviderError as exc:
+                log.warning("no chat model: %s", exc)
+                self._problems.append(exc)
+                self.chat = UnavailableChat(exc)
+        if self._summarizer_given is None:
+            try:
+                self.summarizer = make_summarizer(self.config.auxiliary.compression)
+            except ProviderError as exc:
+                # Passes still run, with the summarizer that needs no model; the notice says so.
+                from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+
+                log.warning("no compression model, using the extractive summarizer: %s", exc)
+                if not self._problems:  # without a chat model the first-run screen says enough
+                    self.notify(
+                        "Passes use the built-in extractive summarizer until one is set in /settings.",
+                        title="No compression model", severity="warning", timeout=8,
+                    )
+                self.summarizer = ExtractiveSummarizer()
+
+    def _show_problems(self) -> None:
+        if self._problems:
+            self.push_screen(FirstRunScreen.for_error(self._problems[0]), self._first_run_action)
+
+    def _first_run_action(self, action: str | None) -> None:
+        if action == "settings":
+            self.open_tool_screen("settings")
+        elif action == "models":
+            self.open_tool_screen("models")
+        elif action == "retry":
+            self.reconfigure(self.config)
+        elif action == "quit":
+            self.exit()
+
+    # --- sessions ---------------------------------------------------------------------------
+    def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
+        from hermes_tui.wiring import open_session
+
+        assert self.chat is not None and self.summarizer is not None
+        session = open_session(
+            self.config, self.store, session_id=session_id, title=title, chat=self.chat, summarizer=self.summarizer,
+        )
+        session.lock = self.session_lock  # one lock for every session of this app: one store connection
+        return session
+
+    @property
+    def chat_screen(self) -> ChatScreen | None:
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, ChatScreen):
+                return screen
+        return None
+
+    def _show_session(self, session: Session) -> None:
+        screen = ChatScreen(session)
+        if self.chat_screen is None:
+            self.push_screen(screen)
+            return
+        while not isinstance(self.screen, ChatScreen):
+            self.pop_screen()
+        self.switch_screen(screen)
+
+    def new_session(self) -> None:
+        try:
+            self._show_session(self.open_session(None))
+        except StoreError as exc:
+            self.show_error(exc)
+
+    def resume(self, session_id: str) -> None:
+        try:
+            self._show_session(self.open_session(session_id))
+        except StoreError as exc:
+            self.show_error(exc)
+
+    def show_sessions(self) -> None:
+        from hermes_tui.tui.screens.sessions import SessionsScreen
+
+        current = self.chat_screen.session.info.id if self.chat_screen else None
+
+        def chosen(session_id: str | None) -> None:
+            if session_id and session_id != current:
+                self.resume(session_id)
+
+        self.push_screen(SessionsScreen(self.store, current), chosen)
+
+    def reconfigure(self, config: Config) -> None:
+        """New settings: new clients, and the current session reopened with them."""
+        self.config = config
+        self._make_clients()
+        current = self.chat_screen.session.info.id if self.chat_screen else None
+        self.resume(current) if current else self.new_session()
+        self._show_problems()
+
+    # --- other screens ----------------------------------------------------------------------
+    def open_tool_screen(self, name: str) -> None:
+        screen = self._tool_screen(name)
+        if screen is None:
+            self.notify(f"The {name} screen is not part of this build yet.", title=f"/{name}", severity="warning")
+            return
+        if name == "settings":
+            self.push_screen(screen, lambda config: self.reconfigure(config) if config is not None else None)
+        else:
+            self.push_screen(screen)
+
+    def _tool_screen(self, name: str) -> Screen | None:
+        # The models and bench screens hook in here as they land.
+        if name == "settings":
+            from hermes_tui.tui.screens.settings import SettingsScreen
+
+            return SettingsScreen(self.config_path)
+        if name == "models":
+            try:
+                from hermes_tui.tui.screens.models import ModelsScreen  # type: ignore[import-not-found]
+            except ImportError:
+                return None
+            return ModelsScreen()
+        if name == "bench":
+            try:
+                from hermes_tui.tui.screens.bench import BenchScreen  # type: ignore[import-not-found]
+            except ImportError:
+                return None
+            return BenchScreen()
+        return None
+
+    def show_error(self, exc: Exception) -> None:
+        problem, fix = first_run_problem(exc)
+        self.notify(f"{problem}\n{fix}", severity="error", timeout=15)
+
+    def _handle_exception(self, error: Exception) -> None:
+        # A bug must not print a traceback over the user's terminal: it goes to the log, and
+        # one line says where. Under tests (headless) Textual's own handling re-raises it.
+        log.error("unexpected error; the app stops", exc_info=error)
+        if self.is_headless:
+            super()._handle_exception(error)
+            return
+        self.exit(
+            return_code=1,
+            message=f"hermes-tui: unexpected error ({type(error).__name__}: {error}); details in {paths.log_path()}",
+        )
+
+    # --- commands ---------------------------------------------------------------------------
+    def run_slash(self, text: str) -> None:
+        """A slash command from the command palette (or anywhere): run on the chat screen."""
+        screen = self.chat_screen
+        if screen is not None:
+            screen.run_slash(text)

@@ -1,0 +1,99 @@
+"""Slash commands: the table, parsing, completion, and their command-palette entries.
+
+One table serves the composer (``/`` completion), ``/help`` and the command palette
+(ctrl+p), so the three can never disagree about what exists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from hermes_tui.tui.app import HermesApp
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str          # without the slash
+    help: str
+    args: str = ""     # shown after the name in /help and completion, e.g. "[focus topic]"
+
+    @property
+    def usage(self) -> str:
+        return f"/{self.name} {self.args}".rstrip()
+
+
+COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("help", "commands and key bindings"),
+    SlashCommand("new", "start a new session"),
+    SlashCommand("sessions", "browse and resume stored sessions"),
+    SlashCommand("compact", "compact the context now (batch), optionally focused on a topic", "[focus topic]"),
+    SlashCommand("usage", "tokens, context window, occupancy, passes and tokens saved"),
+    SlashCommand("summary", "the current rolling summary"),
+    SlashCommand("model", "the chat model and the compression model in use"),
+    SlashCommand("models", "download and manage MLX models"),
+    SlashCommand("bench", "measure what a pass costs on this machine"),
+    SlashCommand("settings", "edit the configuration"),
+    SlashCommand("quit", "quit hermes-tui"),
+)
+BY_NAME = {command.name: command for command in COMMANDS}
+
+# "/word" with nothing but letters: meant as a command even when it is not one.
+_COMMAND_LIKE = re.compile(r"/[A-Za-z-]+")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    command: SlashCommand | None   # None: looks like a command but is not one
+    name: str
+    arg: str = ""
+
+
+def parse(text: str) -> Invocation | None:
+    """A slash command typed in the composer, or None when the text is a message.
+
+    ``/compact the parser bug`` is a command with an argument; ``/usr/lib is empty?``
+    is a message (a path, not a command word).
+    """
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    word, _, arg = stripped.partition(" ")
+    if word[1:] in BY_NAME:
+        return Invocation(BY_NAME[word[1:]], word[1:], arg.strip())
+    if _COMMAND_LIKE.fullmatch(word):
+        return Invocation(None, word[1:], arg.strip())
+    return None
+
+
+def complete(prefix: str) -> list[SlashCommand]:
+    """Commands whose ``/name`` starts with ``prefix`` (a single word starting with ``/``)."""
+    if not prefix.startswith("/") or " " in prefix or "\n" in prefix:
+        return []
+    word = prefix[1:].lower()
+    return [command for command in COMMANDS if command.name.startswith(word)]
+
+
+class SlashCommandsProvider(Provider):
+    """Each slash command as a command-palette entry (ctrl+p)."""
+
+    def _run(self, name: str) -> None:
+        app: HermesApp = self.app  # type: ignore[assignment]
+        app.run_slash(f"/{name}")
+
+    async def discover(self) -> Hits:
+        for command in COMMANDS:
+            yield DiscoveryHit(command.usage, partial(self._run, command.name), help=command.help)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for command in COMMANDS:
+            candidate = f"/{command.name} {command.help}"
+            score = matcher.match(candidate)
+            if score > 0:
+                yield Hit(score, matcher.highlight(candidate), partial(self._run, command.name), help=command.usage)

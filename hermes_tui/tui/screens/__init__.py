@@ -1,0 +1,1 @@
+"""Screens the app pushes: chat, sessions, settings, first run, models, bench."""

@@ -1,0 +1,1 @@
+"""The chat's widgets: message views, the composer, the status bar."""

@@ -1,0 +1,667 @@
+"""The chat app as a person uses it: ``App.run_test`` with the real backend.
+
+The chat model is the tiny random-weight model running in-process (MLX), so replies
+are random tokens: tests assert on structure, counts and state, never on the text.
+Passes use the extractive summarizer, or a gate around it that the test opens, so a
+pass is provably in flight while the user goes on typing (the gate is a double for
+the summarizer only; the chat and the store are real).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hermes_tui import cli
+from textual.command import CommandList, CommandPalette
+
+from hermes_tui.config import Config
+from hermes_tui.store import Store
+from hermes_tui.summarizers.base import Completion, SummarizerError
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.transcript import Message
+from hermes_tui.tui import commands
+from hermes_tui.tui.app import HermesApp
+from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.tui.widgets.composer import Composer
+from hermes_tui.tui.widgets.messages import (
+    AssistantMessage, InfoNote, MarkerMessage, ToolCallView, ToolResultMessage, UserMessage,
+)
+from hermes_tui.tui.widgets.status_bar import StatusBar
+from hermes_tui.wiring import open_session
+
+REPLY = 6          # tokens per reply: the tiny model never stops by itself
+SIZE = (100, 30)
+WAIT = 60.0        # seconds: generous for a slow 2-core CI machine
+
+
+# --- a prepared agent session ----------------------------------------------------------
+
+
+def _call(cid: str, name: str, **args) -> dict:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def coding_session() -> list[Message]:
+    """A short agent session with tool calls and a Markdown reply; same text every time."""
+    return [
+        Message("system", "You are a coding agent. Work in small steps and run the tests."),
+        Message("user", "The parser test fails on empty input. Please fix it."),
+        Message("assistant", "Let me read the parser first.",
+                tool_calls=[_call("c1", "read_file", path="src/parser.py")]),
+        Message("tool", "def parse(text):\n    tokens = text.split()\n    return tokens[0]\n",
+                tool_call_id="c1", name="read_file"),
+        Message("assistant", "Running the failing test.",
+                tool_calls=[_call("c2", "bash", command="pytest -q tests/test_parser.py")]),
+        Message("tool", "F.\nFAILED tests/test_parser.py::test_empty - IndexError: list index out of range\n"
+                        "1 failed, 1 passed in 0.02s", tool_call_id="c2", name="bash"),
+        Message("assistant", "", tool_calls=[_call("c3", "edit_file", path="src/parser.py",
+                                                    old="return tokens[0]", new="return tokens[0] if tokens else None")]),
+        Message("tool", "edited src/parser.py (1 line)", tool_call_id="c3", name="edit_file"),
+        Message("assistant", "Fixed: `parse` returns `None` for empty input.\n\n"
+                             "| test | before | after |\n|---|---|---|\n| test_empty | failed | passed |\n\n"
+                             "```python\nreturn tokens[0] if tokens else None\n```"),
+        Message("user", "Thanks! Add a test for whitespace-only input too."),
+    ]
+
+
+def make_config(tiny_model) -> Config:
+    return Config().with_overrides({
+        "model.provider": "mlx", "model.model": str(tiny_model.fp32), "model.context_length": 1024,
+        "auxiliary.compression.provider": "extractive",
+    })
+
+
+def store_session(config: Config, store: Store, *, compacted: bool) -> str:
+    """Store ``coding_session``; with ``compacted``, after one micro pass (a marker, archived rows)."""
+    session = open_session(config, store, title="parser fix", summarizer=ExtractiveSummarizer())
+    session.conv.extend(coding_session())
+    store.flush(session.info.id, session.conv.messages)
+    if compacted:
+        session.resolve_context_window()
+        reports = session.finalize_turn()
+        assert [r.outcome for r in reports] == ["absorbed"]
+    return session.info.id
+
+
+class GatedSummarizer:
+    """The extractive summarizer behind a gate the test opens: a pass provably in flight."""
+
+    model_name = "gated-extractive"
+
+    def __init__(self) -> None:
+        self.inner = ExtractiveSummarizer()
+        self.started = threading.Event()
+        self.gate = threading.Event()
+        self.calls = 0
+
+    def summarize(self, request, *, max_tokens: int):
+        self.calls += 1
+        self.started.set()
+        if not self.gate.wait(WAIT):
+            raise SummarizerError("timeout", "the test never opened the gate")
+        return self.inner.summarize(request, max_tokens=max_tokens)
+
+    def complete(self, messages, *, max_tokens: int):  # pragma: no cover - summarize is used
+        raise NotImplementedError
+
+
+class GatedMlxSummarizer:
+    """A real MLX generation on the chat's own device (the shared runtime) that holds the
+    device, mid-generation, until the test opens the gate."""
+
+    def __init__(self, model: str) -> None:
+        from hermes_tui.mlx_runtime import MlxRuntime
+
+        self.model_name = model
+        self.runtime = MlxRuntime.shared()
+        self.holding = threading.Event()
+        self.gate = threading.Event()
+
+    def complete(self, messages, *, max_tokens: int):
+        def hold(text: str) -> None:
+            self.holding.set()
+            self.gate.wait(WAIT)
+
+        loaded = self.runtime.load(self.model_name)
+        stats = self.runtime.generate(loaded, messages, max_tokens=4, cache_key="compression", on_text=hold)
+        return Completion(stats.text, stats.finish_reason, stats.prompt_tokens, stats.completion_tokens,
+                          stats.duration_s)
+
+
+class FailingSummarizer:
+    model_name = "failing"
+
+    def summarize(self, request, *, max_tokens: int):
+        raise SummarizerError("timeout", "the compression model did not answer")
+
+    def complete(self, messages, *, max_tokens: int):  # pragma: no cover
+        raise NotImplementedError
+
+
+class RecordingSummarizer(ExtractiveSummarizer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = []
+
+    def summarize(self, request, *, max_tokens: int):
+        self.requests.append(request)
+        return super().summarize(request, max_tokens=max_tokens)
+
+
+# --- fixtures and helpers --------------------------------------------------------------------
+
+
+def app_test(test):
+    """Run an async test on its own event loop (no async pytest plugin needed)."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+@pytest.fixture
+def config(tiny_model, hf_offline_env, hermes_home):
+    return make_config(tiny_model)
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "state.db"
+
+
+@pytest.fixture
+def store(db_path):
+    with Store(db_path) as store:
+        yield store
+
+
+def app_for(config, store, **kwargs) -> HermesApp:
+    return HermesApp(config, store, reply_tokens=REPLY, **kwargs)
+
+
+async def until(pilot, condition, what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+async def settle(pilot, screen: ChatScreen) -> None:
+    """Wait until no reply or pass is in flight or queued."""
+    await until(pilot, lambda: not screen.busy, "the chat to settle")
+    await pilot.pause()
+
+
+async def type_and_send(pilot, text: str) -> None:
+    composer = pilot.app.screen.query_one(Composer)
+    composer.focus()
+    composer.insert(text)
+    await pilot.press("enter")
+
+
+def views(screen: ChatScreen):
+    return screen.messages.views()
+
+
+def shown_ids(screen: ChatScreen) -> list[str]:
+    return [v.message_id for v in views(screen) if v.message_id is not None]
+
+
+def label(screen: ChatScreen, name: str) -> str:
+    return str(screen.query_one(StatusBar).query_one(f"#sb-{name}").content)
+
+
+def notes(screen: ChatScreen) -> list[InfoNote]:
+    return [v for v in views(screen) if isinstance(v, InfoNote)]
+
+
+# --- a turn --------------------------------------------------------------------------------
+
+
+@app_test
+async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store, monkeypatch):
+    written: list[str] = []
+    original = AssistantMessage.write
+
+    async def recording_write(self, text):
+        written.append(text)
+        await original(self, text)
+
+    monkeypatch.setattr(AssistantMessage, "write", recording_write)
+    app = app_for(config, store)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        await until(pilot, lambda: label(screen, "tokens") == "0 / 1,024", "the empty session's status")
+
+        await type_and_send(pilot, "Hello there")
+        assert isinstance(views(screen)[0], UserMessage)  # shown at once
+        await settle(pilot, screen)
+
+        session = screen.session
+        user, reply = views(screen)
+        assert isinstance(user, UserMessage) and isinstance(reply, AssistantMessage)
+        assert [m.role for m in session.conv.messages] == ["user", "assistant"]
+        assert shown_ids(screen) == [m.id for m in session.conv.messages]
+        content = session.conv.messages[-1].content
+        assert "".join(written) == content and (written or not content)  # streamed piece by piece
+        assert reply.query_one("Markdown").source == content
+        assert session.conv.messages[-1].meta["usage"]["completion_tokens"] == REPLY
+        assert [m.id for m in store.load_active(session.info.id)] == [m.id for m in session.conv.messages]
+        tokens = session.conv.total_tokens
+        assert tokens > 0 and label(screen, "tokens") == f"{tokens:,} / 1,024"
+        assert label(screen, "passes").startswith("1 pass")  # the turn's pass ran (nothing to absorb yet)
+        assert screen.last_outcome == "nothing_to_absorb"
+        assert label(screen, "activity") == "last: nothing_to_absorb"
+        assert store.get_session(session.info.id).title == "Hello there"
+
+
+@app_test
+async def test_the_input_stays_live_while_a_pass_runs_and_the_pass_lands(config, store):
+    session_id = store_session(config, store, compacted=False)
+    gated = GatedSummarizer()
+    app = app_for(config, store, session_id=session_id, summarizer=gated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            await type_and_send(pilot, "First, what changed?")
+            await until(pilot, gated.started.is_set, "the pass to start")
+            assert screen.compaction == "pass"
+            await until(pilot, lambda: "pass…" in label(screen, "activity"), "the pass indicator")
+
+            # The pass is held open: the user sends the next message and gets a reply meanwhile.
+            composer = screen.query_one(Composer)
+            assert composer.has_focus and not composer.disabled
+            await type_and_send(pilot, "And the second question?")
+            await until(pilot, lambda: not screen.replying and len(screen.session.conv) == len(coding_session()) + 4,
+                        "the second reply")
+            assert screen.compaction == "pass" and not gated.gate.is_set()
+            assert [m.content for m in screen.session.conv.messages if m.role == "user"][-2:] == [
+                "First, what changed?", "And the second question?"]
+            assert len(screen._queued) == 1  # the second turn's pass waits for the first
+            assert not [v for v in views(screen) if isinstance(v, MarkerMessage)]
+
+            gated.gate.set()
+            await settle(pilot, screen)
+            session = screen.session
+            assert screen.last_outcome in ("absorbed", "defrag", "nothing_to_absorb")
+            assert session.compactor.state.passes_total == 2
+            assert session.compactor.state.tokens_saved_total > 0
+            markers = [v for v in views(screen) if isinstance(v, MarkerMessage)]
+            assert len(markers) == 1 and markers[0].message_id == next(m.id for m in session.conv.messages if m.is_marker)
+            assert shown_ids(screen) == [m.id for m in session.conv.messages]  # the list follows the splice
+            assert [m.id for m in store.load_active(session.info.id)] == [m.id for m in session.conv.messages]
+            assert "pass…" not in label(screen, "activity")
+    finally:
+        gated.gate.set()
+
+
+@app_test
+async def test_a_reply_queued_behind_a_pass_on_the_same_device_says_so(config, store):
+    session_id = store_session(config, store, compacted=False)
+    gated = GatedMlxSummarizer(config.model.model)
+    app = app_for(config, store, session_id=session_id, summarizer=gated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            await type_and_send(pilot, "First")
+            await until(pilot, gated.holding.is_set, "the pass to hold the device")
+            await type_and_send(pilot, "Second")
+            await until(pilot, lambda: "reply waits for it" in label(screen, "activity"), "the waiting notice")
+            assert screen.replying and screen.compaction == "pass"
+            gated.gate.set()
+            await settle(pilot, screen)
+            assert "waits" not in label(screen, "activity")
+            assert [m.role for m in screen.session.conv.messages][-4:] == ["user", "assistant"] * 2
+            assert screen.session.compactor.state.passes_total == 2
+    finally:
+        gated.gate.set()
+
+
+@app_test
+async def test_resume_after_restart_shows_the_same_messages_and_continues(config, db_path):
+    with Store(db_path) as store:
+        app = app_for(config, store)
+        async with app.run_test(size=SIZE) as pilot:
+            await type_and_send(pilot, "Remember this.")
+            await settle(pilot, app.screen)
+            session_id = app.screen.session.info.id
+            first = [(v.__class__, v.message_id) for v in views(app.screen)]
+
+    with Store(db_path) as store:
+        app = app_for(config, store, session_id=session_id)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            await pilot.pause()
+            assert [(v.__class__, v.message_id) for v in views(screen)] == first
+            assert screen.query_one(Composer).inputs == ["Remember this."]
+            await type_and_send(pilot, "And continue.")
+            await settle(pilot, screen)
+            assert [m.role for m in screen.session.conv.messages] == ["user", "assistant"] * 2
+            assert len(store.load_active(session_id)) == 4
+
+
+@app_test
+async def test_a_failing_summarizer_does_not_stop_the_chat(config, store):
+    session_id = store_session(config, store, compacted=False)
+    app = app_for(config, store, session_id=session_id, summarizer=FailingSummarizer())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        before = len(screen.session.conv)
+        await type_and_send(pilot, "One")
+        await settle(pilot, screen)
+        assert screen.last_outcome == "summarize_failed"
+        assert label(screen, "activity") == "last: summarize_failed"
+        assert screen.query_one("#sb-activity").has_class("-failed")
+        await type_and_send(pilot, "Two")
+        await settle(pilot, screen)
+        session = screen.session
+        assert len(session.conv) == before + 4  # both turns kept, nothing spliced
+        assert not any(m.is_marker for m in session.conv.messages)
+        assert shown_ids(screen) == [m.id for m in session.conv.messages]
+
+
+@app_test
+async def test_a_chat_model_that_is_not_there_says_what_to_do(config, store):
+    broken = config.with_overrides({"model.model": str(Path(config.model.model).parent / "missing")})
+    app = app_for(broken, store)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        from hermes_tui.tui.screens.first_run import FirstRunScreen
+
+        assert isinstance(app.screen, FirstRunScreen)
+        assert "missing" in app.screen.problem
+        await pilot.press("escape")  # quits, as the screen's Escape does
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+@app_test
+async def test_a_failed_reply_shows_the_problem_and_keeps_the_message(config, store):
+    from hermes_tui.chat.openai_chat import OpenAIChatClient
+
+    chat = OpenAIChatClient("http://127.0.0.1:9/v1", "m", timeout=2)  # nothing listens on port 9
+    app = app_for(config, store, chat=chat)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await type_and_send(pilot, "Are you there?")
+        await settle(pilot, screen)
+        note = notes(screen)[-1]
+        assert note.has_class("-error") and "127.0.0.1:9" in note.text
+        assert [m.content for m in store.load_active(screen.session.info.id)] == ["Are you there?"]
+        assert not [v for v in views(screen) if isinstance(v, AssistantMessage)]
+
+
+# --- slash commands --------------------------------------------------------------------------
+
+
+@app_test
+async def test_usage_summary_help_and_unknown_commands(config, store):
+    session_id = store_session(config, store, compacted=True)
+    app = app_for(config, store, session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        before = len(screen.session.conv)
+        for command in ("/usage", "/summary", "/help", "/model", "/nonsense"):
+            await type_and_send(pilot, command)
+            await until(pilot, lambda: len(notes(screen)) == ("/usage", "/summary", "/help", "/model",
+                                                              "/nonsense").index(command) + 1, command)
+        usage, summary, help_, model, unknown = notes(screen)
+        u = screen.session.usage()
+        assert usage.note_title == "Usage" and f"{u['tokens']:,}" in usage.text and "1,024 tokens" in usage.text
+        assert "micro passes" in usage.text and f"{u['tokens_saved']:,}" in usage.text
+        assert summary.text == screen.session.compactor.rolling_summary != ""
+        assert all(c.usage in help_.text for c in commands.COMMANDS) and "Ctrl+J" in help_.text
+        assert "fp32" in model.text and "extractive" in model.text
+        assert unknown.has_class("-warning") and "/nonsense" in unknown.text
+        assert not screen.replying and len(screen.session.conv) == before  # nothing was sent
+
+
+@app_test
+async def test_compact_with_a_focus_topic_runs_batch_compaction(config, store):
+    session_id = store_session(config, store, compacted=False)
+    summarizer = RecordingSummarizer()
+    app = app_for(config, store, session_id=session_id, summarizer=summarizer)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        users = [m.content for m in screen.session.conv.messages if m.role == "user"]
+        await type_and_send(pilot, "/compact the empty-input bug")
+        await settle(pilot, screen)
+        assert [r.focus for r in summarizer.requests] and {r.kind for r in summarizer.requests} == {"batch"}
+        assert summarizer.requests[0].focus == "the empty-input bug"
+        session = screen.session
+        assert session.compactor.batch_compactions == 1
+        assert [m.content for m in session.conv.messages if m.role == "user"] == users
+        assert "Compacted:" in notes(screen)[-1].text
+        markers = [v for v in views(screen) if isinstance(v, MarkerMessage)]
+        assert len(markers) == 1 and markers[0].message.meta["compaction"] == "batch"
+        assert shown_ids(screen) == [m.id for m in session.conv.messages]
+
+
+@app_test
+async def test_new_starts_an_empty_session_and_quit_quits(config, store):
+    session_id = store_session(config, store, compacted=False)
+    app = app_for(config, store, session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        first = app.screen
+        await type_and_send(pilot, "/new")
+        await until(pilot, lambda: app.screen is not first and isinstance(app.screen, ChatScreen), "the new session")
+        assert app.screen.session.info.id != session_id and views(app.screen) == []
+        assert len(store.list_sessions()) == 2
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: len(store.list_sessions()) == 3, "ctrl+n")
+        await type_and_send(pilot, "/quit")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+@app_test
+async def test_a_pass_still_lands_in_its_session_after_new(config, store):
+    session_id = store_session(config, store, compacted=False)
+    gated = GatedSummarizer()
+    app = app_for(config, store, session_id=session_id, summarizer=gated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            first = app.screen
+            await type_and_send(pilot, "One more thing")
+            await until(pilot, gated.started.is_set, "the pass to start")
+            await pilot.press("ctrl+n")
+            await until(pilot, lambda: app.screen is not first, "the new session")
+            gated.gate.set()
+            await until(pilot, lambda: any(m.is_marker for m in store.load_active(session_id)), "the old pass to land")
+            assert views(app.screen) == [] and not app.screen.busy
+    finally:
+        gated.gate.set()
+
+
+@app_test
+async def test_the_command_palette_runs_slash_commands(config, store):
+    app = app_for(config, store)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"usage")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette)
+                    and app.screen.query_one(CommandList).option_count > 0, "palette hits", timeout=10)
+        await pilot.press("enter")
+        await until(pilot, lambda: bool(notes(screen)), "the usage note", timeout=10)
+        assert notes(screen)[0].note_title == "Usage"
+
+
+# --- the composer ----------------------------------------------------------------------------
+
+
+@app_test
+async def test_history_recall_and_newlines(config, store):
+    app = app_for(config, store)
+    async with app.run_test(size=SIZE) as pilot:
+        composer = app.screen.query_one(Composer)
+        for command in ("/usage", "/summary"):  # commands go into the history too, without a model call
+            await type_and_send(pilot, command)
+        await pilot.pause()
+        composer.insert("draft")
+        await pilot.press("up")
+        assert composer.text == "/summary"
+        await pilot.press("up")
+        assert composer.text == "/usage"
+        await pilot.press("up")  # the oldest stays
+        assert composer.text == "/usage"
+        await pilot.press("down")
+        assert composer.text == "/summary"
+        await pilot.press("down")
+        assert composer.text == "draft"
+
+        composer.clear()
+        await pilot.press("a", "ctrl+j", "b")
+        assert composer.text == "a\nb"
+        await pilot.press("up")  # on the second line: moves the cursor, does not recall
+        assert composer.text == "a\nb" and composer.cursor_location[0] == 0
+        await pilot.press("up")
+        assert composer.text == "/summary"
+
+
+@app_test
+async def test_slash_completion(config, store):
+    app = app_for(config, store)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        composer = screen.query_one(Composer)
+        hints = screen.query_one("#hints")
+        composer.focus()
+        await pilot.press("/", "c", "o")
+        await pilot.pause()
+        assert composer.suggestion == "mpact"
+        assert hints.display and "/compact [focus topic]" in str(hints.content)
+        await pilot.press("tab")
+        assert composer.text == "/compact "
+        await pilot.pause()
+        assert not hints.display
+
+        composer.clear()
+        await pilot.press("/", "s")
+        await pilot.pause()
+        shown = str(hints.content)
+        assert all(f"/{name}" in shown for name in ("sessions", "summary", "settings"))
+        await pilot.press("e", "s", "right")
+        assert composer.text == "/sessions"
+
+
+# --- tool calls and the marker -----------------------------------------------------------------
+
+
+@app_test
+async def test_tool_calls_render_collapsed_and_expand(config, store):
+    session_id = store_session(config, store, compacted=False)
+    app = app_for(config, store, session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        calls = list(screen.query(ToolCallView))
+        results = list(screen.query(ToolResultMessage))
+        assert [c.tool_name for c in calls] == ["read_file", "bash", "edit_file"]
+        assert len(results) == 3
+        assert all(c.collapsed for c in calls)
+        bash = calls[1]
+        assert "pytest -q tests/test_parser.py" in str(bash._title.label)
+        assert not bash.query_one("Contents").display or bash.has_class("-collapsed")
+        await pilot.click(bash._title)
+        await pilot.pause()
+        assert not bash.collapsed
+        assert '"command": "pytest -q tests/test_parser.py"' in str(bash.query_one(".detail").content)
+
+        result = results[1].query_one("Collapsible")
+        assert str(result._title.label).startswith("↳ bash: F.") and "(3 lines)" in str(result._title.label)
+        result._title.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not result.collapsed
+        assert "FAILED tests/test_parser.py::test_empty" in str(result.query_one(".detail").content)
+
+
+@app_test
+async def test_the_marker_opens_to_the_summary_and_the_archived_originals(config, store):
+    session_id = store_session(config, store, compacted=True)
+    archived = [m.id for m, state in store.load_all(session_id) if state == "archived" and not m.is_marker]
+    assert archived
+    app = app_for(config, store, session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        (marker,) = screen.query(MarkerMessage)
+        collapsible = marker.query_one("Collapsible")
+        assert collapsible.collapsed and "context compacted" in str(collapsible._title.label)
+        await pilot.click(collapsible._title)
+        await pilot.pause()
+        assert not collapsible.collapsed
+        assert marker.query_one("Markdown.summary").source == marker.message.meta["summary"]
+
+        marker.query_one("#show-archived").press()
+        await until(pilot, lambda: bool(marker.query(".archived UserMessage, .archived AssistantMessage, "
+                                                     ".archived ToolResultMessage")), "the archived originals")
+        shown = [v.message_id for v in marker.query(".archived .message")]
+        assert shown == archived
+        assert not marker.query_one("#show-archived").display
+
+
+# --- import and the command line ---------------------------------------------------------------
+
+
+@app_test
+async def test_open_imports_a_transcript_as_a_new_session(config, store, tmp_path):
+    path = tmp_path / "agent-run.json"
+    path.write_text(json.dumps([m.to_openai() for m in coding_session()]), encoding="utf-8")
+    app = app_for(config, store, import_path=path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        info = store.get_session(screen.session.info.id)
+        assert info.title == "agent-run" and info.message_count == len(coding_session())
+        assert len(shown_ids(screen)) == len(coding_session())
+        await type_and_send(pilot, "/compact")
+        await settle(pilot, screen)
+        assert screen.session.compactor.batch_compactions == 1
+
+
+def test_cli_resume_and_open_reach_the_app(config, db_path, tmp_path, monkeypatch, capsys):
+    started: list[dict] = []
+    monkeypatch.setattr(HermesApp, "run", lambda self: started.append(
+        {"session_id": self._start_session_id, "import_path": self._import_path}))
+    monkeypatch.setattr(cli, "_config", lambda args, overrides=None: config)
+    monkeypatch.setattr(cli.paths, "state_db_path", lambda: db_path)
+
+    assert cli.main(["--resume"]) == 2
+    assert "no stored session to resume" in capsys.readouterr().err
+
+    with Store(db_path) as store:
+        old = store.create_session("old").id
+        time.sleep(0.01)
+        new = store.create_session("new").id
+    assert cli.main([]) == 0
+    assert cli.main(["--resume"]) == 0
+    assert cli.main(["--resume", old[:6]]) == 0
+    assert [s["session_id"] for s in started] == [None, new, old]
+
+    assert cli.main(["--resume", "nosuchid"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nosuchid" in err
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{\"role\": \"wizard\"}]")
+    assert cli.main(["open", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.json" in err
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([m.to_openai() for m in coding_session()]))
+    assert cli.main(["open", str(good)]) == 0
+    assert started[-1]["import_path"] == good
