@@ -219,29 +219,26 @@ class HermesApp(App):
         if screen is None:
             self.notify(f"The {name} screen is not part of this build yet.", title=f"/{name}", severity="warning")
             return
-        if name == "settings":
+        if name in ("settings", "models"):
+            # Both dismiss with the new Config when they changed it (models: a model set as
+            # the chat or compression model): new clients, as after settings.
             self.push_screen(screen, lambda config: self.reconfigure(config) if config is not None else None)
         else:
             self.push_screen(screen)
 
     def _tool_screen(self, name: str) -> Screen | None:
-        # The models and bench screens hook in here as they land.
         if name == "settings":
             from hermes_tui.tui.screens.settings import SettingsScreen
 
             return SettingsScreen(self.config_path)
         if name == "models":
-            try:
-                from hermes_tui.tui.screens.models import ModelsScreen  # type: ignore[import-not-found]
-            except ImportError:
-                return None
-            return ModelsScreen()
+            from hermes_tui.tui.screens.models import ModelsScreen
+
+            return ModelsScreen(self.config_path)
         if name == "bench":
-            try:
-                from hermes_tui.tui.screens.bench import BenchScreen  # type: ignore[import-not-found]
-            except ImportError:
-                return None
-            return BenchScreen()
+            from hermes_tui.tui.screens.bench import BenchScreen
+
+            return BenchScreen(config_path=self.config_path)  # runs are saved in self.store
         return None
 
     def show_error(self, exc: Exception) -> None:

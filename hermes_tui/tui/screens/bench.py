@@ -1,0 +1,752 @@
+"""The benchmark screen: what a compaction pass costs on this machine, per model.
+
+The measuring is :func:`hermes_tui.bench.run_bench` (shared with ``hermes-tui bench``):
+the bundled sample session, one warm-up pass, then K measured passes per model, on
+MLX in-process or an OpenAI-compatible endpoint. It runs in a thread worker that
+reports each pass here (a progress bar, the last pass's time); ``c`` or Escape
+cancels within one pass.
+
+Below the controls: the results table (per run: passes, successes, median and p90
+duration, prompt and generation tokens/s, peak memory, summary size), a chart of the
+pass duration per model (a bar for the median, a sparkline of every pass), and the
+runs saved in the store, so models can be compared across days: Enter shows a saved
+run, space adds it to the comparison. ``e`` exports the runs shown as CSV or JSON.
+
+The chart is drawn here with Unicode block characters and Textual's Sparkline rather
+than with textual-plotext, to keep the dependency list as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message as UIMessage
+from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
+from textual.widgets import (
+    Button, DataTable, Footer, Input, Label, ProgressBar, RadioButton, RadioSet, Select, SelectionList, Sparkline,
+    Static,
+)
+
+from hermes_tui import bench, hub
+from hermes_tui.bench import BenchConfig, BenchError, BenchProgress, BenchRun, is_success
+from hermes_tui.bench_cli import DEFAULT_PASSES, problem
+from hermes_tui.config import Config, ConfigError, load_config
+from hermes_tui.logs import get_logger
+from hermes_tui.models_cli import format_bytes
+from hermes_tui.store import StoreError
+from hermes_tui.tui.screens.sessions import human_time
+
+if TYPE_CHECKING:
+    from hermes_tui.mlx_runtime import MlxRuntime
+    from hermes_tui.store import Store
+
+__all__ = ["BenchExportDialog", "BenchScreen", "DurationBar", "model_label"]
+
+log = get_logger("tui")
+
+WIDE = 120
+SHOWN_AT_START = 6          # the newest saved run of this many models is shown on opening
+HISTORY_LIMIT = 500
+EIGHTHS = " ▏▎▍▌▋▊▉"
+SHOWN = "●"
+FORMATS = {"csv": ".csv", "json": ".json"}
+
+
+def model_label(model: str, *, short: bool = False) -> str:
+    """A model as people call it: an imported folder by its name, a repo id as it is."""
+    path = Path(model)
+    label = path.name if path.is_absolute() else model
+    return label.removeprefix("mlx-community/") if short else label
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+# --- what the worker reports --------------------------------------------------------------
+
+
+class BenchStep(UIMessage):
+    def __init__(self, progress: BenchProgress):
+        super().__init__()
+        self.progress = progress
+
+
+class BenchFinished(UIMessage):
+    def __init__(self, runs: list[BenchRun], error: str | None = None):
+        super().__init__()
+        self.runs, self.error = runs, error
+
+
+# --- the chart ------------------------------------------------------------------------------
+
+
+class DurationBar(Widget):
+    """A horizontal bar, ``value`` out of ``maximum`` of the width, in eighths of a cell."""
+
+    DEFAULT_CSS = """
+    DurationBar {
+        width: 1fr;
+        height: 1;
+        color: $primary;
+    }
+    """
+
+    def __init__(self, value: float, maximum: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.value, self.maximum = value, maximum
+
+    def render(self) -> Text:
+        width = self.size.width
+        if width <= 0 or self.maximum <= 0 or self.value <= 0:
+            return Text("")
+        eighths = max(1, round(min(1.0, self.value / self.maximum) * width * 8))
+        full, part = divmod(eighths, 8)
+        return Text("█" * full + (EIGHTHS[part] if part else ""), no_wrap=True)
+
+
+class ChartRow(Horizontal):
+    """One run: its name, the bar of its median pass duration, the figure, every pass."""
+
+    DEFAULT_CSS = """
+    ChartRow {
+        height: 1;
+        & > .name { width: 20; padding-right: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+        & > .value { width: 10; text-align: right; padding-right: 1; }
+        & > Sparkline { width: 16; }
+    }
+    """
+
+    def __init__(self, name: str, median: float | None, maximum: float, durations: list[float]) -> None:
+        super().__init__()
+        self.run_name, self.median, self.maximum, self.durations = name, median, maximum, durations
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.run_name, classes="name", markup=False)
+        yield DurationBar(self.median or 0.0, self.maximum)
+        yield Label(f"{_seconds(self.median)} s" if self.median is not None else "-", classes="value", markup=False)
+        yield Sparkline(self.durations)
+
+
+# --- the export dialog ------------------------------------------------------------------------
+
+
+class BenchExportDialog(ModalScreen[Path | None]):
+    """CSV (a row per pass) or JSON (the whole runs) into a new file; dismisses with its path."""
+
+    DEFAULT_CSS = """
+    BenchExportDialog {
+        align: center middle;
+        #dialog {
+            width: 72;
+            max-width: 95%;
+            height: auto;
+            max-height: 100%;
+            padding: 0 2;
+            background: $surface;
+            border: round $primary;
+            border-title-color: $text;
+        }
+        #what { text-style: bold; margin-top: 1; }
+        #format { layout: horizontal; width: 100%; height: auto; margin-top: 1; border: none; padding: 0; }
+        #format RadioButton { margin-right: 2; }
+        #where { color: $text-muted; margin-top: 1; }
+        #error { color: $error; display: none; }
+        #error.-shown { display: block; }
+        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
+        #buttons Button { margin-left: 2; }
+    }
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, runs: list[BenchRun], directory: Path, *, now: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.runs, self.directory = runs, Path(directory)
+        self.fmt = "csv"
+        self.stamp = time.strftime("%Y%m%d-%H%M", time.localtime(now()))
+
+    def default_name(self) -> str:
+        return f"hermes-bench-{self.stamp}{FORMATS[self.fmt]}"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog") as dialog:
+            dialog.border_title = "Export benchmark runs"
+            count = len(self.runs)
+            yield Static(f"The {count} run{'' if count == 1 else 's'} shown", id="what", markup=False)
+            with RadioSet(id="format"):
+                yield RadioButton("CSV (a row per pass)", value=True, id="csv")
+                yield RadioButton("JSON (runs, machine, medians)", id="json")
+            yield Static(f"File name, or a path (relative to {self.directory}):", id="where", markup=False)
+            yield Input(self.default_name(), id="path")
+            yield Static("", id="error", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Export", id="export", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#path", Input).focus()
+
+    @on(RadioSet.Changed, "#format")
+    def _format_changed(self, event: RadioSet.Changed) -> None:
+        path = self.query_one("#path", Input)
+        old_default = self.default_name()
+        self.fmt = event.pressed.id or "csv"
+        if path.value == old_default:
+            path.value = self.default_name()
+
+    def target(self) -> Path:
+        raw = self.query_one("#path", Input).value.strip() or self.default_name()
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = self.directory / path
+        if path.is_dir():
+            path = path / self.default_name()
+        return path.absolute()
+
+    @on(Input.Submitted, "#path")
+    @on(Button.Pressed, "#export")
+    def _export(self) -> None:
+        path = self.target()
+        text = bench.to_csv(self.runs) if self.fmt == "csv" else bench.to_json(self.runs) + "\n"
+        try:
+            with open(path, "x", encoding="utf-8") as handle:
+                handle.write(text)
+        except FileExistsError:
+            self._error(f"{path} already exists: type another name (nothing was overwritten).")
+            return
+        except OSError as exc:
+            self._error(f"Cannot write {path}: {exc.strerror or exc}")
+            return
+        self.dismiss(path)
+
+    def _error(self, text: str) -> None:
+        error = self.query_one("#error", Static)
+        error.update(text)
+        error.add_class("-shown")
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+# --- the screen ---------------------------------------------------------------------------------
+
+
+class HistoryTable(DataTable):
+    BINDINGS = [Binding("enter", "select_cursor", "Show")]
+
+
+class BenchScreen(Screen[None]):
+    """Pick models, run the benchmark, read the results, compare with saved runs, export."""
+
+    DEFAULT_CSS = """
+    BenchScreen {
+        background: $background;
+        #heading {
+            height: 1;
+            padding: 0 1;
+            background: $panel;
+            color: $text;
+            text-style: bold;
+        }
+        #setup { height: 6; margin: 0 1; }
+        #models {
+            width: 1fr;
+            height: 100%;
+            border: round $border-blurred;
+            border-title-color: $text-muted;
+            &:focus { border: round $border; }
+        }
+        #options { width: 38; height: 100%; padding: 1 0 0 1; }
+        .row { height: 1; }
+        .row > .name { width: 10; color: $text-muted; }
+        .row > Input, .row > Select { width: 1fr; }
+        #url-row { display: none; }
+        &.-api #url-row { display: block; }
+        #run-note { height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
+        #progress { height: 1; margin: 0 1; display: none; }
+        &.-running #progress { display: block; }
+        #bar { width: auto; margin-right: 2; }
+        #progress-label { width: 1fr; color: $text-accent; text-wrap: nowrap; text-overflow: ellipsis; }
+        #status { height: 1; padding: 0 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
+        #status.-error { color: $text-error; }
+        .section { height: 1; padding: 0 1; color: $text-primary; text-style: bold; }
+        DataTable { margin: 0 1; background: $surface; scrollbar-size-vertical: 1; }
+        #results { height: auto; max-height: 8; }
+        #chart { height: auto; margin: 0 1; padding: 0 1; background: $surface; }
+        #chart > .legend { height: 1; color: $text-muted; }
+        #history { height: 1fr; min-height: 3; }
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("r", "run", "Run"),
+        Binding("c", "cancel", "Cancel"),
+        Binding("e", "export", "Export"),
+        Binding("space", "compare", "Compare"),
+    ]
+
+    AUTO_FOCUS = "#models"
+
+    def __init__(
+        self,
+        models: list[str] | None = None,
+        provider: str | None = None,
+        *,
+        config_path: Path | None = None,
+        store: Store | None = None,
+        runtime: MlxRuntime | None = None,
+        export_dir: Callable[[], Path] = Path.cwd,
+    ) -> None:
+        super().__init__()
+        self.requested = list(models or [])
+        self.requested_provider = provider
+        self.config_path = Path(config_path) if config_path is not None else None
+        self._store = store
+        self.runtime = runtime
+        self.export_dir = export_dir
+        self.config_error: ConfigError | None = None
+        try:
+            self.config = load_config(self.config_path)
+        except ConfigError as exc:
+            self.config_error, self.config = exc, Config()
+        self.history: list[BenchRun] = []
+        self.shown: list[BenchRun] = []
+        self.running = False
+        self._cancel: threading.Event | None = None
+        self._wide: bool | None = None
+
+    @property
+    def store(self) -> Store:
+        return self._store if self._store is not None else self.app.store  # type: ignore[attr-defined]
+
+    # --- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        aux = self.config.auxiliary.compression
+        yield Static("Benchmark · a pass over the bundled sample session, after a warm-up", id="heading",
+                     markup=False)
+        with Horizontal(id="setup"):
+            models = SelectionList[str](*self._choices(), id="models")
+            models.border_title = "Models (space picks)"
+            yield models
+            with Vertical(id="options"):
+                with Horizontal(classes="row"):
+                    yield Label("Passes K", classes="name")
+                    yield Input(str(DEFAULT_PASSES), id="passes", type="integer", compact=True)
+                with Horizontal(classes="row"):
+                    yield Label("Provider", classes="name")
+                    yield Select([(p, p) for p in bench.PROVIDERS], value=self._provider(), allow_blank=False,
+                                 id="provider", compact=True)
+                with Horizontal(classes="row", id="url-row"):
+                    yield Label("Base URL", classes="name")
+                    yield Input(aux.base_url, placeholder="http://127.0.0.1:8080/v1", id="base-url", compact=True)
+                cap = f"max {aux.max_tokens} tokens" if aux.max_tokens else "max tokens: auto"
+                yield Static(f"1 warm-up pass · {cap}", id="run-note", markup=False)
+                yield Button("Run", id="run", variant="primary", compact=True)
+        with Horizontal(id="progress"):
+            yield ProgressBar(id="bar", show_eta=False)
+            yield Static("", id="progress-label", markup=False)
+        yield Static("", id="status", markup=False)
+        yield Static("Results", id="results-title", classes="section", markup=False)
+        yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+        yield Vertical(id="chart")
+        yield Static("Saved runs", id="history-title", classes="section", markup=False)
+        yield HistoryTable(id="history", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def _provider(self) -> str:
+        if self.requested_provider in bench.PROVIDERS:
+            return self.requested_provider
+        aux = self.config.auxiliary.compression
+        if aux.provider in bench.PROVIDERS:
+            return aux.provider
+        from hermes_tui.mlx_runtime import gpu_available
+
+        return "openai-api" if aux.base_url and not gpu_available() else "mlx"
+
+    def _choices(self) -> list[tuple[str, str, bool]]:
+        """(label, value, picked): local models, the configured compression model, the ones asked for."""
+        choices: dict[str, tuple[str, str]] = {}
+        try:
+            local = hub.local_models(self.config_path)
+        except (hub.HubError, OSError) as exc:
+            log.warning("cannot list the local models: %s", exc)
+            local = []
+        for m in local:
+            if m.complete:
+                value = m.name if m.source == "hf-cache" else str(m.path)
+                choices[value] = (f"{m.name}  {format_bytes(m.size_bytes)}", value)
+        configured = self.config.auxiliary.compression.model
+        if configured and not self._known(configured, choices):
+            choices[configured] = (f"{model_label(configured)}  (compression model)", configured)
+        for value in self.requested:
+            if not self._known(value, choices):
+                choices[value] = (model_label(value), value)
+        picked = {self._canonical(v, choices) for v in (self.requested or ([configured] if configured else []))}
+        return [(label, value, value in picked) for label, value in choices.values()]
+
+    @staticmethod
+    def _canonical(value: str, choices: dict[str, tuple[str, str]]) -> str:
+        if value in choices:
+            return value
+        try:
+            resolved = Path(value).expanduser().resolve()
+        except OSError:
+            return value
+        for known in choices:
+            if Path(known).is_absolute() and Path(known).resolve() == resolved:
+                return known
+        return value
+
+    def _known(self, value: str, choices: dict[str, tuple[str, str]]) -> bool:
+        return self._canonical(value, choices) in choices
+
+    def on_mount(self) -> None:
+        self.set_class(self._provider() == "openai-api", "-api")
+        if self.config_error is not None:
+            self.status(f"{self.config_error} (using the defaults)", error=True)
+        self.load_history()
+        latest: dict[str, BenchRun] = {}
+        for run in self.history:
+            latest.setdefault(run.model, run)
+        self.shown = list(latest.values())[:SHOWN_AT_START]
+        self.refresh_results()
+
+    def on_resize(self) -> None:
+        if (self._width() >= WIDE) != self._wide:
+            self.refresh_results()
+
+    def on_unmount(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+
+    def _width(self) -> int:
+        return self.size.width or self.app.size.width
+
+    # --- data ----------------------------------------------------------------------------------
+    def load_history(self) -> None:
+        try:
+            with self._lock():
+                self.history = bench.list_runs(self.store, limit=HISTORY_LIMIT)
+        except StoreError as exc:
+            self.history = []
+            self.status(f"Saved runs cannot be read: {exc}", error=True)
+
+    def _lock(self):
+        lock = getattr(self.app, "session_lock", None)  # the app's one store connection
+        return lock if lock is not None else nullcontext()
+
+    def refresh_results(self) -> None:
+        self._wide = self._width() >= WIDE
+        self._fill_results(self.query_one("#results", DataTable))
+        self._fill_chart()
+        self._fill_history(self.query_one(HistoryTable))
+        count = len(self.history)
+        self.query_one("#history-title", Static).update(
+            f"Saved runs · {count} (Enter shows one, space adds it to the comparison)" if count
+            else "Saved runs · none yet: runs are saved here as you measure them"
+        )
+        self.refresh_bindings()
+
+    def _fill_results(self, table: DataTable) -> None:
+        table.clear(columns=True)
+        if self._wide:
+            columns = [("When", 16), ("Provider", 10), ("Passes", 6), ("OK", 3), ("Median s", 8), ("p90 s", 8),
+                       ("Prompt tok/s", 12), ("Gen tok/s", 9), ("Peak GB", 7), ("Summary tok", 11)]
+        else:
+            columns = [("Passes", 6), ("OK", 3), ("Median", 6), ("p90", 6), ("Prompt/s", 8), ("Gen/s", 6),
+                       ("GB", 5), ("Summary", 7)]
+        room = self._width() - 2 - 1 - 2 - sum(w + 2 for _, w in columns)
+        table.add_column("Model", width=max(12, min(44, room)), key="model")
+        for label, width in columns:
+            table.add_column(Text(label, justify="right") if label not in ("When", "Provider") else label,
+                             width=width, key=label.lower())
+        for n, run in enumerate(self.shown):
+            m = run.medians
+            name = Text(model_label(run.model, short=not self._wide), no_wrap=True, overflow="ellipsis")
+            if run.cancelled:
+                name.append(" (cancelled)", style="dim")
+            figures = [
+                str(len(run.passes)), str(sum(is_success(p) for p in run.passes)),
+                _seconds(m.get("duration_s")), _seconds(m.get("duration_p90_s")),
+                _num(m.get("prompt_tps"), 0), _num(m.get("generation_tps"), 0),
+                _num(m.get("peak_memory_gb"), 2), _num(m.get("summary_tokens"), 0),
+            ]
+            cells: list[object] = [name]
+            if self._wide:
+                cells += [human_time(run.started_at), run.provider]
+            cells += [Text(value, justify="right") for value in figures]
+            table.add_row(*cells, key=str(n))
+
+    def _fill_chart(self) -> None:
+        chart = self.query_one("#chart", Vertical)
+        chart.remove_children()
+        if not self.shown:
+            chart.mount(Static("No runs to show yet: pick models above and press r (or Run).", classes="legend",
+                               markup=False))
+            return
+        maximum = max((run.medians.get("duration_s") or 0.0 for run in self.shown), default=0.0)
+        rows: list[Widget] = [
+            Static("Pass duration per model · bar: median · sparkline: each pass in order", classes="legend",
+                   markup=False)
+        ]
+        for run in self.shown:
+            rows.append(ChartRow(
+                model_label(run.model, short=not self._wide), run.medians.get("duration_s"), maximum,
+                [p.duration_s for p in run.passes],
+            ))
+        chart.mount(*rows)
+
+    def _fill_history(self, table: DataTable) -> None:
+        keep = self._history_cursor()
+        table.clear(columns=True)
+        columns = [("#", 4), ("When", 16), ("Provider", 10), ("Passes", 6), ("Median s", 8)]
+        if self._wide:
+            columns += [("Gen tok/s", 9), ("Peak GB", 7), ("Machine", 24)]
+        room = self._width() - 2 - 1 - 2 - 3 - sum(w + 2 for _, w in columns)
+        table.add_column("", width=1, key="shown")
+        table.add_column("Model", width=max(12, min(44, room)), key="model")
+        for label, width in columns:
+            table.add_column(Text(label, justify="right") if label not in ("When", "Provider", "Machine") else label,
+                             width=width, key=label.lower())
+        shown_ids = {run.id for run in self.shown if run.id is not None}
+        for run in self.history:
+            cells: list[object] = [
+                Text(SHOWN if run.id in shown_ids else "", style="bold"),
+                Text(model_label(run.model, short=not self._wide), no_wrap=True, overflow="ellipsis"),
+                Text(str(run.id), justify="right"),
+                human_time(run.started_at),
+                run.provider,
+                Text(str(len(run.passes)), justify="right"),
+                Text(_seconds(run.medians.get("duration_s")), justify="right"),
+            ]
+            if self._wide:
+                machine = run.machine.get("processor") or run.machine.get("machine") or ""
+                device = run.machine.get("device")
+                cells += [
+                    Text(_num(run.medians.get("generation_tps"), 0), justify="right"),
+                    Text(_num(run.medians.get("peak_memory_gb"), 2), justify="right"),
+                    Text(f"{machine}{f' ({device})' if device else ''}", no_wrap=True, overflow="ellipsis"),
+                ]
+            table.add_row(*cells, key=str(run.id))
+        if keep is not None:
+            try:
+                table.move_cursor(row=table.get_row_index(keep), animate=False)
+            except Exception:  # noqa: BLE001 - that run is no longer listed
+                pass
+
+    def _history_cursor(self) -> str | None:
+        table = self.query_one(HistoryTable)
+        if table.row_count == 0:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def selected_history(self) -> BenchRun | None:
+        key = self._history_cursor()
+        return next((run for run in self.history if str(run.id) == key), None)
+
+    def status(self, text: str, *, error: bool = False) -> None:
+        line = self.query_one("#status", Static)
+        line.update(" ".join(text.split()))
+        line.set_class(error, "-error")
+
+    # --- events ------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        typing = isinstance(self.focused, Input)
+        if action == "cancel":
+            return self.running
+        if action == "run":
+            return False if typing else (None if self.running else True)
+        if action == "export":
+            return False if typing else (True if self.shown else None)
+        if action == "compare":
+            return isinstance(self.focused, HistoryTable) and bool(self.history)
+        return True
+
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()
+
+    @on(Select.Changed, "#provider")
+    def _provider_changed(self, event: Select.Changed) -> None:
+        self.set_class(event.value == "openai-api", "-api")
+
+    @on(Button.Pressed, "#run")
+    def _run_pressed(self) -> None:
+        self.action_run()
+
+    @on(Input.Submitted, "#passes")
+    def _passes_submitted(self) -> None:
+        self.action_run()
+
+    @on(DataTable.RowSelected, "#history")
+    def _history_selected(self) -> None:
+        run = self.selected_history()
+        if run is not None:
+            self.shown = [run]
+            self.refresh_results()
+            self.status(f"Showing saved run {run.id}: {model_label(run.model)}, {human_time(run.started_at)}.")
+
+    def action_compare(self) -> None:
+        run = self.selected_history()
+        if run is None:
+            return
+        if any(shown.id == run.id for shown in self.shown):
+            self.shown = [shown for shown in self.shown if shown.id != run.id]
+        else:
+            self.shown.append(run)
+        self.refresh_results()
+
+    # --- running -------------------------------------------------------------------------------
+    def bench_config(self) -> BenchConfig:
+        """The form as a BenchConfig; raises BenchError with a one-line reason."""
+        from hermes_tui.summarizers.openai_api import resolve_api_key
+
+        aux = self.config.auxiliary.compression
+        models = list(self.query_one("#models", SelectionList).selected)
+        if not models:
+            raise BenchError("pick at least one model (space picks the highlighted one)")
+        raw = self.query_one("#passes", Input).value.strip()
+        try:
+            passes = int(raw)
+        except ValueError:
+            raise BenchError(f"passes must be a whole number, got {raw!r}") from None
+        provider = str(self.query_one("#provider", Select).value)
+        base_url = self.query_one("#base-url", Input).value.strip() or None
+        cfg = BenchConfig(
+            models=models, provider=provider, passes=passes, warmup=1,
+            base_url=base_url if provider == "openai-api" else None,
+            api_key=resolve_api_key(aux.api_key_env) if provider == "openai-api" else None,
+            max_tokens=aux.max_tokens, timeout=aux.timeout,
+        )
+        cfg.check()
+        return cfg
+
+    def action_run(self) -> None:
+        if self.running:
+            return
+        try:
+            cfg = self.bench_config()
+        except BenchError as exc:
+            self.status(f"Cannot run: {exc}", error=True)
+            self.notify(str(exc), title="Benchmark", severity="error")
+            return
+        self.running = True
+        self._cancel = threading.Event()
+        self.add_class("-running")
+        total = len(cfg.models) * cfg.passes
+        self.query_one("#bar", ProgressBar).update(total=total, progress=0)
+        self.query_one("#progress-label", Static).update(f"starting: {len(cfg.models)} model(s) × {cfg.passes} passes")
+        self.query_one("#run", Button).disabled = True
+        self.status("c or Escape cancels; the passes measured so far are kept.")
+        self.refresh_bindings()
+        self._bench_worker(cfg, self._cancel)
+
+    @work(thread=True, group="bench", exit_on_error=False)
+    def _bench_worker(self, cfg: BenchConfig, cancel: threading.Event) -> None:
+        post = self.post_message
+        try:
+            runs = bench.run_bench(cfg, progress=lambda p: post(BenchStep(p)), cancel=cancel, runtime=self.runtime)
+        except BenchError as exc:
+            post(BenchFinished([], str(exc)))
+        except Exception as exc:  # a bug: logged with its traceback, shown as one line
+            log.exception("benchmark failed")
+            post(BenchFinished([], f"{type(exc).__name__}: {exc}"))
+        else:
+            post(BenchFinished(runs))
+
+    @on(BenchStep)
+    def _bench_step(self, event: BenchStep) -> None:
+        p = event.progress
+        if not self.running:
+            return
+        self.query_one("#bar", ProgressBar).update(total=p.models * p.total, progress=(p.model_index - 1) * p.total + p.done)
+        where = f"model {p.model_index}/{p.models} {model_label(p.model, short=True)}"
+        if p.phase == "loading":
+            what = "loading…"
+        elif p.phase == "warmup":
+            what = f"warm-up {p.warmup_done}/{p.warmup_total}"
+        elif p.phase == "error":
+            what = "cannot be benchmarked"
+        else:
+            what = f"pass {p.done}/{p.total}"
+        last = f" · last {p.last.duration_s:.2f} s" if p.last is not None and p.phase in ("pass", "done") else ""
+        if self._cancel is not None and self._cancel.is_set():
+            what += " · cancelling…"
+        self.query_one("#progress-label", Static).update(f"{where} · {what}{last}")
+
+    @on(BenchFinished)
+    def _bench_finished(self, event: BenchFinished) -> None:
+        self.running = False
+        cancelled = self._cancel is not None and self._cancel.is_set()
+        self._cancel = None
+        self.remove_class("-running")
+        self.query_one("#run", Button).disabled = False
+        if event.error is not None:
+            self.status(f"The benchmark stopped: {event.error}", error=True)
+            self.notify(event.error, title="Benchmark failed", severity="error", timeout=15)
+            self.refresh_bindings()
+            return
+        measured = [r for r in event.runs if r.error is None and r.answered]
+        saved: list[int] = []
+        try:
+            with self._lock():
+                for run in measured:
+                    saved.append(bench.save_run(self.store, run))
+        except StoreError as exc:
+            self.notify(str(exc), title="Runs not saved", severity="error", timeout=15)
+        self.load_history()
+        self.shown = list(event.runs)
+        self.refresh_results()
+        problems = [problem(r) for r in event.runs if r.error is not None or not r.answered]
+        summary = "Cancelled. " if cancelled else ""
+        if saved:
+            summary += f"Saved as run {', '.join(map(str, saved))}."
+        if problems:
+            self.status(summary + " " + "; ".join(problems), error=True)
+            for text in problems:
+                self.notify(text, title="Benchmark", severity="warning", timeout=15)
+        else:
+            self.status(summary or "Nothing measured.")
+            if saved:
+                self.notify(summary, title="Benchmark done")
+
+    def action_cancel(self) -> None:
+        if self._cancel is not None and not self._cancel.is_set():
+            self._cancel.set()
+            self.query_one("#progress-label", Static).update("cancelling after the pass in flight…")
+
+    def action_back(self) -> None:
+        if self.running:
+            self.action_cancel()
+            return
+        self.dismiss(None)
+
+    # --- export ---------------------------------------------------------------------------------
+    def action_export(self) -> None:
+        if not self.shown:
+            return
+
+        def exported(path: Path | None) -> None:
+            if path is not None:
+                self.status(f"Exported {len(self.shown)} run(s) to {path}")
+                self.notify(str(path), title="Exported")
+
+        self.app.push_screen(BenchExportDialog(list(self.shown), self.export_dir()), exported)
