@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label
@@ -66,6 +67,7 @@ class StatusBar(Horizontal):
         super().__init__(**kwargs)
         self.info = StatusInfo()
         self.frame = 0
+        self._texts: dict[str, str] = {}  # what each label shows
 
     def compose(self) -> ComposeResult:
         yield Label(id="sb-model", markup=False)
@@ -84,23 +86,33 @@ class StatusBar(Horizontal):
 
     def show(self, info: StatusInfo) -> None:
         self.info = info
-        self.query_one("#sb-model", Label).update(model_label(info.model))
+        self._set("#sb-model", model_label(info.model))
         window = f"{short_tokens(info.window)}" if info.window else "window …"
-        self.query_one("#sb-tokens", Label).update(f"{short_tokens(info.tokens)} / {window}")
-        gauge_label = self.query_one("#sb-gauge", Label)
+        self._set("#sb-tokens", f"{short_tokens(info.tokens)} / {window}")
         if info.occupancy_pct is None:
-            gauge_label.update(f"{'▱' * GAUGE_CELLS}  –")
+            gauge_label = self._set("#sb-gauge", f"{'▱' * GAUGE_CELLS}  –")
         else:
-            gauge_label.update(f"{gauge(info.occupancy_pct)} {info.occupancy_pct:.0f}%")
+            gauge_label = self._set("#sb-gauge", f"{gauge(info.occupancy_pct)} {info.occupancy_pct:.0f}%")
         for name in ("-ok", "-warn", "-high", "-unknown"):
             gauge_label.set_class(name == level(info.occupancy_pct), name)
         saved = f" · {short_tokens(info.tokens_saved)} saved" if info.tokens_saved else ""
-        self.query_one("#sb-passes", Label).update(f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
+        self._set("#sb-passes", f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
         self._show_activity()
+
+    def _set(self, selector: str, text: str) -> Label:
+        """Show ``text`` in a label. A label whose width stays the same is only repainted: a
+        layout pass re-arranges the whole screen, message list included, and the spinner
+        changes ten times a second while anything runs (a long session made each one tens
+        of milliseconds of a blocked event loop, and typing lagged)."""
+        label = self.query_one(selector, Label)
+        old = self._texts.get(selector)
+        if old != text:
+            self._texts[selector] = text
+            label.update(text, layout=old is None or cell_len(old) != cell_len(text))
+        return label
 
     def _show_activity(self) -> None:
         info = self.info
-        activity = self.query_one("#sb-activity", Label)
         spin = SPINNER[self.frame]
         if info.activity:
             text = f"{spin} {'pass' if info.activity == 'pass' else 'compacting'}…"
@@ -112,6 +124,6 @@ class StatusBar(Horizontal):
             text = f"last: {info.last_outcome}"
         else:
             text = "idle"
-        activity.update(text)
+        activity = self._set("#sb-activity", text)
         activity.set_class(bool(info.activity or info.replying), "-running")
         activity.set_class(not info.activity and info.last_outcome in FAILED_OUTCOMES, "-failed")
