@@ -38,10 +38,10 @@ pytestmark = pytest.mark.integration
 
 WIDTH, HEIGHT = 120, 40
 WINDOW = 4096          # context_length in the config: the status bar shows "… / 4,096"
-START_TIMEOUT = 30.0   # the app on screen (imports mlx, opens the store)
-REPLY_TIMEOUT = 45.0   # the first reply: model load + 1,024 generated tokens, streamed
-STEP_TIMEOUT = 10.0
-EXIT_TIMEOUT = 15.0    # quitting takes well under a second; past this the app is stuck
+START_TIMEOUT = 90.0   # the app on screen (imports mlx, opens the store)
+REPLY_TIMEOUT = 180.0  # the first reply: model load + 1,024 generated tokens, streamed
+STEP_TIMEOUT = 30.0
+EXIT_TIMEOUT = 30.0    # quitting takes well under a second; past this the app is stuck
 MESSAGE = "Hello from tmux"
 
 # The status bar line: model, tokens / window, gauge + occupancy, passes [· N saved], activity.
