@@ -134,7 +134,7 @@ async def run_bench_screen(pilot, passes: int) -> BenchScreen:
     screen.query_one("#models", SelectionList).focus()
     await pilot.press("r")
     await until(pilot, lambda: screen.running, "the benchmark to start")
-    await until(pilot, lambda: not screen.running, "the benchmark to finish", timeout=180)
+    await until(pilot, lambda: not screen.running, "the benchmark to finish", timeout=600)
     await pilot.pause()
     return screen
 
@@ -465,7 +465,7 @@ async def test_bench_cancel_keeps_the_measured_passes_and_export_writes_csv_and_
         await pilot.press("r")
         await until(pilot, lambda: screen.running, "the benchmark to start")
         await until(pilot, lambda: "pass 1/50" in str(screen.query_one("#progress-label", Static).content),
-                    "the first measured pass", timeout=120)
+                    "the first measured pass", timeout=600)
         await pilot.press("c")
         await until(pilot, lambda: not screen.running, "the benchmark to stop")
         await pilot.pause()
