@@ -50,6 +50,7 @@ ChatProvider = Literal["auto", "mlx", "openai-api"]
 # makes it the fallback that always works. It cannot hold a conversation, so only
 # the compression model may be one.
 CompressionProvider = Literal["auto", "mlx", "openai-api", "extractive"]
+MicroCompactMode = Literal["merge", "append"]
 
 # Servers people name as a provider; each one speaks the OpenAI API.
 _OPENAI_COMPATIBLE = {"openai", "ollama", "llama.cpp", "llamacpp", "llama-server", "lmstudio", "lm-studio", "vllm"}
@@ -133,6 +134,21 @@ class CompressionConfig(_Section):
     micro_compact_every_n_turns: int = _setting(1, "run a micro pass every N completed turns (>= 1)", ge=1)
     micro_compact_defrag_threshold_tokens: int = _setting(
         2000, "condense the rolling summary past this size (>= 100)", ge=100
+    )
+    # append by default, from benchmarks/bench_pass_cost.py (merge vs append, 50 passes of a
+    # real session): a pass generates only the exchange's new lines instead of the whole
+    # summary, and the summary stays a byte-stable prefix for the prefix cache. Generated
+    # tokens, the part that grows with the summary in merge, dominate a pass's model time.
+    micro_compact_mode: MicroCompactMode = _setting(
+        "append",
+        "append | merge",
+        note=(
+            "append: a pass adds only the new exchange's lines to the summary (cheap, cache-friendly).\n"
+            "merge: a pass rewrites the whole summary (costs O(summary) generated tokens)."
+        ),
+    )
+    fact_guard: bool = _setting(
+        True, "keep paths, identifiers, errors, URLs the summary dropped in a bounded Facts section"
     )
     tokenizer: str = _setting(
         "",

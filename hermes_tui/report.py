@@ -6,7 +6,8 @@ The engine logs one content-free JSON line per micro-compaction pass
 in one or more log files, whatever prefix the log format put in front of them, and
 reports what the spec says matters: passes, outcome mix, net tokens saved, mean
 absorbed-exchange size, pass durations, occupancy, and how many batch compactions
-fired. ``--per-session`` adds each session's figures and its trajectory table,
+fired, then where a pass's time goes (prefill, cached and generated tokens, model
+time against the engine's own). ``--per-session`` adds each session's figures and its trajectory table,
 because a session is judged on its trajectory, not on one pass.
 
 Everything here is stdlib; ``summarize`` and the parsing helpers are pure so the
@@ -179,6 +180,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     - ``occupancy_pct``: count/min/median/max over non-null values of micro passes.
     - ``batch_compactions``: ``{"fired": compressed, "failed": failed}``.
     - ``sessions``: distinct session ids seen in either kind of line.
+    - ``cost``: where the time goes (``pass_cost``); None when no pass logged it.
     """
     records = list(records)
     micro = [r for r in records if _is_micro(r)]
@@ -212,7 +214,53 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "fired": sum(1 for r in batch if r.get("outcome") == "compressed"),
             "failed": sum(1 for r in batch if r.get("outcome") == "failed"),
         },
+        "cost": pass_cost(micro),
     }
+
+
+# Per-pass cost fields (telemetry.MICRO_FIELDS) and how the report names them.
+COST_FIELDS = ("prefill_tokens", "cached_tokens", "generated_tokens", "summarizer_ms", "overhead_ms")
+
+
+def pass_cost(micro: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where the passes' time went, over micro passes that called the model.
+
+    Per field of ``COST_FIELDS``: ``{"count", "total", "median"}`` over the passes that
+    logged it. ``split``: the model time of the passes whose backend reported its
+    prompt and generation speeds (MLX), estimated as prefill ``prefill_tokens /
+    prompt_tps`` and generation ``generated_tokens / generation_tps``:
+    ``{"passes", "prefill_ms", "generation_ms", "summarizer_ms"}``. ``modes``: how many
+    passes ran in each micro-compaction mode. None when no pass logged any of it.
+    """
+    called = [r for r in micro if r.get("outcome") != NO_MODEL_CALL]
+    figures: dict[str, Any] = {}
+    for name in COST_FIELDS:
+        values = [v for v in (_number(r.get(name)) for r in called) if v is not None]
+        figures[name] = {
+            "count": len(values),
+            "total": sum(values) if values else None,
+            "median": statistics.median(values) if values else None,
+        }
+    if not any(figures[name]["count"] for name in COST_FIELDS):
+        return None
+    split = {"passes": 0, "prefill_ms": 0.0, "generation_ms": 0.0, "summarizer_ms": 0.0}
+    for record in called:
+        prefill, generated = _number(record.get("prefill_tokens")), _number(record.get("generated_tokens"))
+        prompt_tps, generation_tps = _number(record.get("prompt_tps")), _number(record.get("generation_tps"))
+        model_ms = _number(record.get("summarizer_ms"))
+        if None in (prefill, generated, prompt_tps, generation_tps, model_ms) or not prompt_tps or not generation_tps:
+            continue
+        split["passes"] += 1
+        split["prefill_ms"] += 1000 * prefill / prompt_tps
+        split["generation_ms"] += 1000 * generated / generation_tps
+        split["summarizer_ms"] += model_ms
+    figures["split"] = split if split["passes"] else None
+    modes: dict[str, int] = {}
+    for record in called:
+        if record.get("mode"):
+            modes[str(record["mode"])] = modes.get(str(record["mode"]), 0) + 1
+    figures["modes"] = modes
+    return figures
 
 
 def trajectory(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -323,6 +371,51 @@ def format_figures(figures: dict[str, Any], indent: str = "  ") -> list[str]:
         row("occupancy", "- (no pass logged it)")
     b = figures["batch_compactions"]
     row("batch compactions", f"{b['fired']:,} fired, {b['failed']:,} failed")
+    if figures.get("cost"):
+        lines += format_cost(figures["cost"], indent)
+    return lines
+
+
+def format_cost(cost: dict[str, Any], indent: str = "  ") -> list[str]:
+    """The "where the time goes" lines: tokens and time per pass, and the model-time split."""
+    lines = [""]
+    modes = ", ".join(f"{mode} {count:,}" for mode, count in sorted(cost["modes"].items()))
+    lines.append(f"{indent}where the time goes" + (f"  (passes by mode: {modes})" if modes else ""))
+
+    def row(label: str, text: str) -> None:
+        lines.append(f"{indent}  {label:<22}{text}")
+
+    def tokens(name: str) -> str:
+        f = cost[name]
+        if not f["count"]:
+            return "- (not logged)"
+        return f"total {_int(f['total'])}, median {_int(f['median'])} per pass  ({f['count']:,} passes)"
+
+    def millis(name: str) -> str:
+        f = cost[name]
+        if not f["count"]:
+            return "- (not logged)"
+        return f"total {_duration(f['total'])}, median {_duration(f['median'])} per pass  ({f['count']:,} passes)"
+
+    row("prefill tokens", tokens("prefill_tokens"))
+    row("cached tokens", tokens("cached_tokens"))
+    row("generated tokens", tokens("generated_tokens"))
+    row("model time", millis("summarizer_ms"))
+    row("engine overhead", millis("overhead_ms"))
+    model, overhead = cost["summarizer_ms"]["total"], cost["overhead_ms"]["total"]
+    if model is not None and overhead is not None and model + overhead > 0:
+        row("", f"the model takes {100 * model / (model + overhead):.0f}% of pass time")
+    split = cost["split"]
+    if split:
+        estimated = split["prefill_ms"] + split["generation_ms"]
+        if estimated > 0:
+            prefill_pct = 100 * split["prefill_ms"] / estimated
+            row(
+                "model time split",
+                f"~{prefill_pct:.0f}% prefill, ~{100 - prefill_pct:.0f}% generation  (estimated from the "
+                f"backend's tokens/s over {split['passes']:,} passes: {_duration(split['prefill_ms'])} + "
+                f"{_duration(split['generation_ms'])} of {_duration(split['summarizer_ms'])})",
+            )
     return lines
 
 

@@ -56,6 +56,8 @@ def compaction_settings(config: Config) -> CompactionSettings:
         micro_compact=c.micro_compact,
         micro_compact_every_n_turns=c.micro_compact_every_n_turns,
         micro_compact_defrag_threshold_tokens=c.micro_compact_defrag_threshold_tokens,
+        micro_compact_mode=c.micro_compact_mode,
+        fact_guard=c.fact_guard,
     )
 
 
@@ -80,6 +82,8 @@ def make_compactor(
         protect_first_n=settings.protect_first_n,
         defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
         max_tokens_cap=config.auxiliary.compression.max_tokens,
+        mode=settings.micro_compact_mode,
+        fact_guard=settings.fact_guard,
     )
     return Compactor(ctx, settings, session_id=session_id, main_model=config.model.model or None)
 

@@ -39,6 +39,8 @@ DESIGN_DEFAULTS = {
         "micro_compact": True,
         "micro_compact_every_n_turns": 1,
         "micro_compact_defrag_threshold_tokens": 2000,
+        "micro_compact_mode": "append",
+        "fact_guard": True,
         "tokenizer": "",
     },
     "auxiliary": {

@@ -17,6 +17,7 @@ CUT_OFF = "cut_off"            # generation stopped at the token limit: the summ
 GROWN = "grown"                # larger than the exchange and summary it would replace
 INSTRUCTIONS = "instructions"  # addresses the assistant or carries a prompt injection
 NOT_SHRUNK = "not_shrunk"      # a defrag that did not get meaningfully smaller
+# (append mode: GROWN means the new lines are larger than the exchange they replace)
 
 DEFRAG_MAX_RATIO = 0.6
 
@@ -125,6 +126,46 @@ def summary_problem(text: str, *, finish_reason: str | None, new_tokens: int, re
     if looks_like_instructions(text):
         return INSTRUCTIONS
     return None
+
+
+def append_problem(
+    text: str, *, added: str, finish_reason: str | None, new_tokens: int, exchange_tokens: int
+) -> str | None:
+    """Why an append-mode reply is rejected, or None. ``text`` is the cleaned reply,
+    ``added`` what it adds (``new_lines``) and ``new_tokens`` the size of that.
+
+    An empty reply is a failure (the model broke); an explicit "NOTHING NEW" is a
+    valid answer: some exchanges add nothing the summary does not already hold.
+    """
+    problem = _basic_problem(text, finish_reason)
+    if problem:
+        return problem
+    if new_tokens > exchange_tokens:
+        return GROWN
+    if looks_like_instructions(added):
+        return INSTRUCTIONS
+    return None
+
+
+_NOTHING_NEW = re.compile(r"[\W_]*nothing new[\W_]*", re.IGNORECASE)
+
+
+def new_lines(text: str, summary: str) -> str:
+    """What an append-mode reply adds to ``summary``.
+
+    The "NOTHING NEW" answer adds nothing. A model that echoes the summary before its
+    new lines (a literal-minded one will) has the echo cut off, and a line the summary
+    already holds word for word is dropped, so the summary never repeats itself.
+    """
+    if summary and text.startswith(summary):
+        text = text[len(summary):]
+    held = {line.strip() for line in summary.splitlines() if line.strip()}
+    kept = [
+        line for line in text.split("\n")
+        if not line.strip() or (line.strip() not in held and not _NOTHING_NEW.fullmatch(line))
+    ]
+    added = "\n".join(kept).strip("\n")
+    return added if added.strip() else ""
 
 
 def defrag_problem(

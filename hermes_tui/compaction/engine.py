@@ -57,6 +57,8 @@ class CompactionSettings:
     micro_compact: bool = True
     micro_compact_every_n_turns: int = 1
     micro_compact_defrag_threshold_tokens: int = 2000
+    micro_compact_mode: str = "merge"   # the engine's plain behaviour; config.py holds the app's default
+    fact_guard: bool = False
 
 
 @dataclass
@@ -66,6 +68,27 @@ class PassReport:
     kind: str
     outcome: str
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+def pass_cost(stats: dict[str, Any], duration_ms: int | None) -> dict[str, Any]:
+    """Where a pass's time went: prefill (prompt minus cached), generation, and the rest.
+
+    A backend that does not report cached tokens is taken to have prefilled the whole
+    prompt. Nulls where the summarizer did not say (the extractive one has no prompt).
+    """
+    prompt, cached = stats.get("prompt_tokens"), stats.get("cached_tokens")
+    summarizer_ms = stats.get("summarizer_ms")
+    return {
+        "prefill_tokens": None if prompt is None else max(0, prompt - (cached or 0)),
+        "generated_tokens": stats.get("completion_tokens"),
+        "overhead_ms": None if summarizer_ms is None or duration_ms is None else max(0, duration_ms - summarizer_ms),
+        "prompt_tps": _rounded(stats.get("prompt_tps")),
+        "generation_tps": _rounded(stats.get("generation_tps")),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 class Compactor:
@@ -210,6 +233,10 @@ class Compactor:
                 tokens_saved_total=self.state.tokens_saved_total,
                 cached_tokens=stats.get("cached_tokens"),
                 summarizer_ms=stats.get("summarizer_ms"),
+                mode=self.ctx.mode,
+                facts_kept=stats.get("facts_kept"),
+                facts_added=stats.get("facts_added"),
+                **pass_cost(stats, fields["duration_ms"]),
             )
         else:
             fields.update(

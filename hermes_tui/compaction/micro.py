@@ -5,14 +5,24 @@ nothing. The compactor publishes the result (store first, then the in-memory
 splice), so a pass that fails at any point leaves the transcript as it was.
 Everything here costs O(exchange): the head and tail walks are bounded, token
 counts come from per-message caches, and state is validated, not rebuilt.
+
+Two modes (``compression.micro_compact_mode``). **merge**: the model rewrites the
+whole summary with the exchange folded in, so a pass generates O(summary) tokens.
+**append**: the model writes only the lines the exchange adds and the engine appends
+them, so a pass generates O(exchange) tokens and the summary is a byte-stable prefix
+of the next pass's prompt (a prefix cache prefills only what is new); defrag
+consolidates. With the fact guard on (``compression.fact_guard``), key facts of the
+exchange that the model's summary dropped are kept in a bounded "Facts" section
+(``facts.py``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
-from hermes_tui.compaction import checks, prompts
+from hermes_tui.compaction import checks, facts
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
     ABSORBED,
@@ -32,10 +42,15 @@ from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.conversation import Splice
 from hermes_tui.summarizers.base import Summarizer, SummarizerError
-from hermes_tui.tokens import TokenCounter, count_messages
+from hermes_tui.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.transcript import MICRO, Message, exchange_end, make_marker
 
 DEFRAG_MAX_RATIO = 0.6
+MERGE, APPEND = "merge", "append"
+MODES = (MERGE, APPEND)
+# The Facts section's budget, as a share of the defrag threshold (2000 -> 300 tokens), on
+# top of it: the summary is at most 1.15x the threshold before a defrag.
+FACTS_BUDGET_SHARE = 0.15
 # Share of the compaction threshold past which a backlog of waiting exchanges is
 # folded in one defrag rather than one exchange per turn.
 PRESSURE_SHARE = 0.75
@@ -52,6 +67,13 @@ class PassContext:
     defrag_threshold_tokens: int = 2000
     max_tokens_cap: int | None = None  # config auxiliary.compression.max_tokens
     pressure_share: float | None = PRESSURE_SHARE  # None: defrag on summary size only, as the spec
+    # The engine's plain behaviour by default; the app's defaults come from config.py (via wiring).
+    mode: str = MERGE
+    fact_guard: bool = False
+
+    @property
+    def facts_budget_tokens(self) -> int:
+        return int(FACTS_BUDGET_SHARE * self.defrag_threshold_tokens)
 
 
 def plan_micro_pass(
@@ -90,8 +112,12 @@ def _defrag_reason(
     tool output pushes several exchanges out of the tail at once), and the backlog
     would otherwise sit there until batch compaction stalls the session. Defrag is
     the spec's own way to fold "whatever middle remains" in one shot.
+
+    The Facts section has its own budget on top of the threshold, so the guard never
+    makes defrags (which lose detail) come sooner than the model's summary would.
     """
-    if state.summary_tokens > ctx.defrag_threshold_tokens:
+    facts_tokens = ctx.counter.count_text(facts.render_section(state.facts)) if state.facts else 0
+    if state.summary_tokens - facts_tokens > ctx.defrag_threshold_tokens:
         return "summary_size"
     if ctx.pressure_share is None or total_tokens is None:
         return None
@@ -112,44 +138,133 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     replaced_tokens = exchange_tokens + state.summary_tokens
     stats = {"cursor": cursor, "exchange_tokens": exchange_tokens}
 
-    request = SummaryRequest("absorb", redact(state.summary), [redact_message(m) for m in exchange])
-    max_tokens = generation_budget(ctx, replaced_tokens)
+    # The model sees the summary without the Facts section: the engine keeps that part.
+    body = redact(facts.body_of(state.summary, state.facts))
+    redacted = [redact_message(m) for m in exchange]
+    append = ctx.mode == APPEND
+    request = SummaryRequest("append" if append else "absorb", body, redacted)
+    max_tokens = generation_budget(ctx, exchange_tokens if append else replaced_tokens)
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
     except SummarizerError as exc:
         return _failed(state, exchange, stats, exc.kind, end)
     stats.update(_usage(completion))
-    summary = redact(checks.clean_summary(completion.text))
-    summary_tokens = ctx.counter.count_text(summary)
-    problem = checks.summary_problem(
-        summary, finish_reason=completion.finish_reason, new_tokens=summary_tokens, replaced_tokens=replaced_tokens
+    new_body, model_facts, model_tokens, problem = _read_reply(
+        ctx, completion, body, exchange_tokens=exchange_tokens, replaced_tokens=replaced_tokens
     )
     if problem:
         return _failed(state, exchange, stats, problem, end)
 
+    # What the guard may spend: the pass keeps at least half of what it would save with
+    # the model's summary alone (a first pass also pays for the marker's scaffolding), so
+    # the guard never turns a pass that saves tokens into one that costs them.
+    scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
+    model_saving = replaced_tokens - scaffold - model_tokens
+    keep_saving = math.ceil(min(max(0, model_saving), exchange_tokens) / 2)
+    limit = replaced_tokens - scaffold - keep_saving - ctx.counter.count_text(new_body)
+    summary, kept = _guard(ctx, new_body, state.facts, model_facts, redacted, limit)
+    if not summary.strip():
+        return _failed(state, exchange, stats, checks.EMPTY, end)
+    summary_tokens = ctx.counter.count_text(summary)
+
     removed = _with_old_marker(messages, state, range(cursor, end))
-    marker = _marker(summary, summary_tokens, [m.id for m in exchange], state)
+    marker = _marker(summary, summary_tokens, [m.id for m in exchange], state, kept, ctx)
     splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
-    new_state = _after_splice(state, splice, summary, summary_tokens, failing_id=None, failures=0)
-    stats["rolling_summary_tokens"] = summary_tokens
+    new_state = _after_splice(state, splice, summary, summary_tokens, facts=tuple(kept), failing_id=None, failures=0)
+    stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens)
     return PassResult(MICRO, ABSORBED, new_state, splice=splice, stats=stats)
 
 
+def _read_reply(
+    ctx: PassContext, completion, body: str, *, exchange_tokens: int, replaced_tokens: int
+) -> tuple[str, list[facts.Fact], int, str | None]:
+    """The summary body a reply gives, any Facts it carried, the body's size, and why
+    the reply is rejected (None when it is not).
+
+    Merge: the reply is the new summary, and may not be larger than the summary and
+    exchange it replaces. Append: the reply holds the new lines only, appended to the
+    body; the new lines may not be larger than the exchange.
+    """
+    text = redact(checks.clean_summary(completion.text))
+    if ctx.mode == APPEND:
+        added = checks.new_lines(text, body)
+        problem = checks.append_problem(
+            text, added=added, finish_reason=completion.finish_reason,
+            new_tokens=ctx.counter.count_text(added), exchange_tokens=exchange_tokens,
+        )
+        added, model_facts = _split(ctx, added)
+        new_body = f"{body}\n{added}" if body and added else body or added
+        return new_body, model_facts, ctx.counter.count_text(new_body), problem
+    model_tokens = ctx.counter.count_text(text)
+    problem = checks.summary_problem(
+        text, finish_reason=completion.finish_reason, new_tokens=model_tokens, replaced_tokens=replaced_tokens
+    )
+    new_body, model_facts = _split(ctx, text)
+    return new_body, model_facts, model_tokens, problem
+
+
+def _scaffold_tokens(ctx: PassContext) -> int:
+    """What a marker costs besides its summary: paid once, by the first pass."""
+    return count_message(ctx.counter, make_marker(MICRO, "", covers=[]))
+
+
+def _split(ctx: PassContext, text: str) -> tuple[str, list[facts.Fact]]:
+    """The model's text, and the Facts section it carried over (only the guard reads one)."""
+    return facts.split_section(text) if ctx.fact_guard else (text, [])
+
+
+def _guard(
+    ctx: PassContext, body: str, carried, model_facts, absorbed: list[Message], limit_tokens: int
+) -> tuple[str, list[facts.Fact]]:
+    """The summary with its Facts section: the facts of ``absorbed`` (and those carried
+    over) that ``body`` does not hold, newest first within the budget and ``limit_tokens``."""
+    if not ctx.fact_guard:
+        return body, []
+    candidates = facts.merge_facts(carried, model_facts, _facts_oldest_first(absorbed))
+    missing = facts.missing_facts(body, candidates)
+    kept = facts.fit(body, missing, max(0, min(ctx.facts_budget_tokens, limit_tokens)), ctx.counter)
+    return facts.compose(body, kept), kept
+
+
+def _facts_oldest_first(messages: list[Message]) -> list[facts.Fact]:
+    """The facts of each exchange in ``messages``, in the order the budget should drop them:
+    older exchanges first, and within one its least telling facts first (``extract_facts``
+    lists the most telling first), since the budget drops from the front."""
+    groups: list[list[Message]] = []
+    for msg in messages:
+        if msg.role != "tool" or not groups:
+            groups.append([])
+        groups[-1].append(msg)
+    return [fact for group in groups for fact in reversed(facts.extract_facts(group))]
+
+
+def _fact_stats(ctx: PassContext, state: MicroState, kept: list[facts.Fact]) -> dict:
+    if not ctx.fact_guard:
+        return {}
+    before = {value for _, value in state.facts}
+    return {"facts_kept": len(kept), "facts_added": sum(1 for _, value in kept if value not in before)}
+
+
 def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: int, tail: int) -> PassResult:
-    """Re-summarize the summary and whatever middle remains, in one shot; it must shrink."""
+    """Re-summarize the summary and whatever middle remains, in one shot; it must shrink.
+
+    The model gets the whole summary, Facts section included. The guard then re-adds
+    only facts of the middle folded in now that the output lost; facts of earlier
+    passes that the consolidation dropped stay dropped: that is how the section is pruned.
+    """
     middle = [i for i in range(head, tail) if not _never_absorbed(messages[i]) and i != state.marker_index]
     middle_messages = [messages[i] for i in middle]
     input_tokens = state.summary_tokens + count_messages(ctx.counter, middle_messages)
     stats = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
 
-    request = SummaryRequest("defrag", redact(state.summary), [redact_message(m) for m in middle_messages])
+    redacted = [redact_message(m) for m in middle_messages]
+    request = SummaryRequest("defrag", redact(state.summary), redacted)
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO))
         stats.update(_usage(completion))
-        summary = redact(checks.clean_summary(completion.text))
-        summary_tokens = ctx.counter.count_text(summary)
+        text = redact(checks.clean_summary(completion.text))
         problem = checks.defrag_problem(
-            summary, finish_reason=completion.finish_reason, new_tokens=summary_tokens,
+            text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
             input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
         )
     except SummarizerError as exc:
@@ -160,12 +275,17 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
         new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
         return PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, stats=stats)
 
+    body, model_facts = _split(ctx, text)
+    # The re-added facts must not undo the shrinking the check just accepted.
+    limit = int(DEFRAG_MAX_RATIO * input_tokens) - ctx.counter.count_text(body)
+    summary, kept = _guard(ctx, body, (), model_facts, redacted, limit)
+    summary_tokens = ctx.counter.count_text(summary)
     removed = _with_old_marker(messages, state, middle)
-    marker = _marker(summary, summary_tokens, [m.id for m in middle_messages], state)
+    marker = _marker(summary, summary_tokens, [m.id for m in middle_messages], state, kept, ctx)
     splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
-    new_state = _after_splice(state, splice, summary, summary_tokens, failing_id=None, failures=0)
+    new_state = _after_splice(state, splice, summary, summary_tokens, facts=tuple(kept), failing_id=None, failures=0)
     new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
-    stats["rolling_summary_tokens"] = summary_tokens
+    stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens)
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 
 
@@ -194,17 +314,17 @@ def _with_old_marker(messages: list[Message], state: MicroState, indices) -> lis
     return sorted(set(removed))
 
 
-def _marker(summary: str, summary_tokens: int, covers: list[str], state: MicroState) -> Message:
-    return make_marker(
-        MICRO,
-        summary,
-        covers=covers,
-        extra={
-            "supersedes": state.marker_id,
-            "summary_tokens": summary_tokens,
-            "passes_total": state.passes_total + 1,
-        },
-    )
+def _marker(
+    summary: str, summary_tokens: int, covers: list[str], state: MicroState, kept: list, ctx: PassContext
+) -> Message:
+    extra = {
+        "supersedes": state.marker_id,
+        "summary_tokens": summary_tokens,
+        "passes_total": state.passes_total + 1,
+    }
+    if ctx.fact_guard:
+        extra["facts"] = [list(fact) for fact in kept]  # so a resume knows where the section starts
+    return make_marker(MICRO, summary, covers=covers, extra=extra)
 
 
 def _after_splice(state: MicroState, splice: Splice, summary: str, summary_tokens: int, **changes) -> MicroState:
@@ -235,5 +355,7 @@ def _usage(completion) -> dict:
         "completion_tokens": completion.completion_tokens,
         "cached_tokens": completion.cached_tokens,
         "summarizer_ms": round(completion.duration_s * 1000),
+        "prompt_tps": getattr(completion, "prompt_tps", None),
+        "generation_tps": getattr(completion, "generation_tps", None),
     }
 

@@ -29,6 +29,15 @@ You receive the current summary and one new exchange (an assistant message and t
 
 {_RULES}"""
 
+# What a model answers in append mode when an exchange adds nothing worth keeping.
+NOTHING_NEW = "NOTHING NEW"
+
+APPEND_SYSTEM = f"""You maintain the running summary of a long working session in which an AI assistant uses tools for a user. The user's own messages are kept separately and verbatim; your summary covers the assistant's work: what it said, did and found.
+
+You receive the current summary and one new exchange (an assistant message and the results of its tool calls). Reply with only the new lines to add at the end of the summary: what the exchange adds that the summary does not hold yet. Do not repeat, rewrite or reorder the current summary. If the exchange adds nothing worth keeping, reply with exactly: {NOTHING_NEW}
+
+{_RULES}"""
+
 DEFRAG_SYSTEM = f"""You maintain the running summary of a long working session in which an AI assistant uses tools for a user. The user's own messages are kept separately and verbatim; your summary covers the assistant's work.
 
 The summary has grown too long. You receive it, possibly with a few more exchanges to fold in. Reply with a consolidated summary at most half as long: merge duplicates, drop detail that no longer matters, keep every fact that still does.
@@ -68,6 +77,22 @@ def absorb_prompt(summary: str, exchange: list[Message]) -> list[dict[str, str]]
         "Reply with the updated summary."
     )
     return [{"role": "system", "content": ABSORB_SYSTEM}, {"role": "user", "content": user}]
+
+
+def append_prompt(summary: str, exchange: list[Message]) -> list[dict[str, str]]:
+    """Append mode: the model writes only the exchange's new lines.
+
+    Same layout as ``absorb_prompt`` -- static instructions, then the summary, then the
+    exchange -- and since the engine only ever appends to the summary, everything up to
+    the end of the previous summary is a byte-identical prefix of the last pass's prompt:
+    a prefix cache prefills just the new lines and the new exchange.
+    """
+    user = (
+        f"Current summary:\n<summary>\n{summary or '(empty: this is the first exchange)'}\n</summary>\n\n"
+        f"New exchange:\n<exchange>\n{render_messages(exchange)}\n</exchange>\n\n"
+        "Reply with only the new lines for the summary."
+    )
+    return [{"role": "system", "content": APPEND_SYSTEM}, {"role": "user", "content": user}]
 
 
 def defrag_prompt(summary: str, remaining: list[Message]) -> list[dict[str, str]]:

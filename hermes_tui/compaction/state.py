@@ -35,8 +35,9 @@ MAX_CONSECUTIVE_FAILURES = 3
 class MicroState:
     cursor: int | None = None          # index of the first message not yet absorbed
     cursor_anchor: str | None = None   # id of the message just before the cursor, to validate it
-    summary: str = ""
+    summary: str = ""                  # the whole rolling summary, Facts section included
     summary_tokens: int = 0
+    facts: tuple[tuple[str, str], ...] = ()  # the Facts section's (kind, value)s, oldest first
     marker_index: int | None = None
     marker_id: str | None = None
     failing_id: str | None = None      # first message id of the exchange that last failed
@@ -112,7 +113,7 @@ def recover_state(messages: list[Message], head_end: int, state: MicroState) -> 
         return state.evolve(
             cursor=cursor,
             cursor_anchor=messages[cursor - 1].id if cursor > 0 else None,
-            summary="", summary_tokens=0, marker_index=None, marker_id=None,
+            summary="", summary_tokens=0, facts=(), marker_index=None, marker_id=None,
         )
     marker = messages[marker_index]
     cursor = max(head_end, marker_index + 1)
@@ -121,8 +122,19 @@ def recover_state(messages: list[Message], head_end: int, state: MicroState) -> 
         cursor_anchor=messages[cursor - 1].id,
         summary=str(marker.meta.get("summary", "")),
         summary_tokens=int(marker.meta.get("summary_tokens", 0)),
+        facts=_facts_of_marker(marker),
         marker_index=marker_index,
         marker_id=marker.id,
         passes_total=max(state.passes_total, int(marker.meta.get("passes_total", 0))),
         tokens_saved_total=marker.meta.get("tokens_saved_total", state.tokens_saved_total),
     )
+
+
+def _facts_of_marker(marker: Message) -> tuple[tuple[str, str], ...]:
+    """The Facts section's entries as the marker's metadata recorded them (none for batch markers)."""
+    raw = marker.meta.get("facts") or ()
+    facts = []
+    for item in raw if isinstance(raw, list) else ():
+        if isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+            facts.append((item[0], item[1]))
+    return tuple(facts)

@@ -17,7 +17,7 @@ from hermes_tui.transcript import Message
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    kind: str                      # "absorb" | "defrag" | "batch"
+    kind: str                      # "absorb" (merge) | "append" | "defrag" | "batch"
     summary: str                   # the current rolling summary, already redacted
     messages: list[Message] = field(default_factory=list)  # already redacted
     focus: str | None = None       # batch only: what to give most room to
@@ -25,6 +25,8 @@ class SummaryRequest:
     def to_chat(self) -> list[dict[str, str]]:
         if self.kind == "absorb":
             return prompts.absorb_prompt(self.summary, self.messages)
+        if self.kind == "append":
+            return prompts.append_prompt(self.summary, self.messages)
         if self.kind == "defrag":
             return prompts.defrag_prompt(self.summary, self.messages)
         return prompts.batch_prompt(self.summary, self.messages, self.focus)

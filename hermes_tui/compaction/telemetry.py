@@ -21,6 +21,12 @@ MICRO_FIELDS = (
     "exchange_tokens", "rolling_summary_tokens", "cursor", "passes_total", "tokens_saved_total",
     "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model", "aux_model",
     "prompt_tokens", "completion_tokens", "cached_tokens", "summarizer_ms",
+    # Where a pass's time goes: prompt tokens the model had to prefill (not served from
+    # its prefix cache), tokens it generated, the pass's own time besides the model
+    # call, and the speeds the backend measured (MLX; null elsewhere).
+    "mode", "prefill_tokens", "generated_tokens", "overhead_ms", "prompt_tps", "generation_tps",
+    # The fact guard: facts in the summary's Facts section, and how many this pass added.
+    "facts_kept", "facts_added",
 )
 BATCH_FIELDS = (
     "event", "session_id", "outcome", "failure",

@@ -38,6 +38,10 @@ class Completion:
     completion_tokens: int | None
     duration_s: float
     cached_tokens: int | None = None  # prompt tokens served from a prefix cache, when known
+    # Speeds the backend measured itself (MLX does); None when it does not say. With them
+    # the report splits a pass's model time into prefill and generation.
+    prompt_tps: float | None = None
+    generation_tps: float | None = None
 
 
 @runtime_checkable

@@ -5,6 +5,9 @@ line of its result, error lines, and the file paths mentioned. It is what the
 demo and the replay benchmarks use when no model is configured
 (``auxiliary.compression.provider: extractive``), and it is fast enough to
 replay a whole session in seconds. A model writes far better summaries.
+
+Its notes are append-only by nature, so append mode (``append`` requests) gets
+just the new notes and merge mode the summary with them added: the same summary.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import re
 import time
 
+from hermes_tui.compaction.prompts import NOTHING_NEW
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.summarizers.base import Completion
 from hermes_tui.tokens import EstimateCounter
@@ -38,6 +42,8 @@ class ExtractiveSummarizer:
         old = [line for line in request.summary.splitlines() if line.strip()]
         if request.kind == "defrag":
             lines = self._consolidate(old + self._notes(request.messages), request)
+        elif request.kind == "append":
+            lines = self._notes(request.messages, budget=self._budget(request.messages)) or [NOTHING_NEW]
         else:
             new = self._notes(request.messages, budget=self._budget(request.messages))
             lines = old + new

@@ -41,4 +41,6 @@ class MlxSummarizer:
             completion_tokens=stats.completion_tokens,
             duration_s=stats.duration_s,
             cached_tokens=stats.cached_tokens,
+            prompt_tps=stats.prompt_tps or None,
+            generation_tps=stats.generation_tps or None,
         )
