@@ -14,6 +14,7 @@ from typing import Sequence
 
 from hermes_tui import __version__, paths
 from hermes_tui.bench_cli import add_bench_parser
+from hermes_tui.eval_cli import add_eval_parser
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(run=run_report)
 
     add_bench_parser(sub)
+    add_eval_parser(sub)
     add_models_parser(sub)
     return parser
 

@@ -395,7 +395,7 @@ def test_demo(home):
 
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr
-    assert re.search(r"^\s*pass \| messages \|\s+tokens \|\s+delta \| occupancy \| duration$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^\s*pass\s+\| messages \|\s+tokens \|\s+delta \| occupancy \| duration$", proc.stdout, re.M), proc.stdout
     rows = re.findall(r"^\s*\d+\s+\| +\d+ -> \d+ \|", proc.stdout, re.M)
     assert len(rows) >= 5
     assert "batch compactions 0" in proc.stdout
