@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import string
 from collections import Counter
 from dataclasses import replace
@@ -666,7 +667,7 @@ class CompactionMachine(RuleBasedStateMachine):
 
 
 CompactionMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=int(os.environ.get("HERMES_TUI_PROPERTY_EXAMPLES", "300")),
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
