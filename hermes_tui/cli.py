@@ -286,9 +286,9 @@ def run_app(args: argparse.Namespace) -> int:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
         from hermes_tui.tui.app import HermesApp
 
-        # MLX generation runs in worker threads; importing mlx_lm first on a worker
-        # thread makes the process abort at exit, so import it here, on the main one.
-        import mlx_lm  # noqa: F401
+        from hermes_tui.mlx_runtime import import_mlx_on_main_thread
+
+        import_mlx_on_main_thread()
 
         app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config)
         app.run()

