@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -30,11 +31,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message as UIMessage
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import (
-    Button, DataTable, Footer, Input, Label, ProgressBar, RadioButton, RadioSet, Select, SelectionList, Sparkline,
-    Static,
+    Button, DataTable, Footer, Input, Label, ProgressBar, Select, SelectionList, Sparkline, Static,
 )
 
 from hermes_tui import bench, hub
@@ -44,13 +44,14 @@ from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.logs import get_logger
 from hermes_tui.models_cli import format_bytes
 from hermes_tui.store import StoreError
+from hermes_tui.tui.screens.dialogs import ExportDialog, ExportFormat
 from hermes_tui.tui.screens.sessions import human_time
 
 if TYPE_CHECKING:
     from hermes_tui.mlx_runtime import MlxRuntime
     from hermes_tui.store import Store
 
-__all__ = ["BenchExportDialog", "BenchScreen", "DurationBar", "model_label"]
+__all__ = ["BenchScreen", "DurationBar", "model_label", "write_runs"]
 
 log = get_logger("tui")
 
@@ -60,6 +61,8 @@ HISTORY_LIMIT = 500
 EIGHTHS = " ▏▎▍▌▋▊▉"
 SHOWN = "●"
 FORMATS = {"csv": ".csv", "json": ".json"}
+EXPORT_FORMATS = [ExportFormat("csv", "CSV (a row per pass)", FORMATS["csv"]),
+                  ExportFormat("json", "JSON (runs, machine, medians)", FORMATS["json"])]
 
 
 def model_label(model: str, *, short: bool = False) -> str:
@@ -142,108 +145,6 @@ class ChartRow(Horizontal):
         yield DurationBar(self.median or 0.0, self.maximum)
         yield Label(f"{_seconds(self.median)} s" if self.median is not None else "-", classes="value", markup=False)
         yield Sparkline(self.durations)
-
-
-# --- the export dialog ------------------------------------------------------------------------
-
-
-class BenchExportDialog(ModalScreen[Path | None]):
-    """CSV (a row per pass) or JSON (the whole runs) into a new file; dismisses with its path."""
-
-    DEFAULT_CSS = """
-    BenchExportDialog {
-        align: center middle;
-        #dialog {
-            width: 72;
-            max-width: 95%;
-            height: auto;
-            max-height: 100%;
-            padding: 0 2;
-            background: $surface;
-            border: round $primary;
-            border-title-color: $text;
-        }
-        #what { text-style: bold; margin-top: 1; }
-        #format { layout: horizontal; width: 100%; height: auto; margin-top: 1; border: none; padding: 0; }
-        #format RadioButton { margin-right: 2; }
-        #where { color: $text-muted; margin-top: 1; }
-        #error { color: $error; display: none; }
-        #error.-shown { display: block; }
-        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
-        #buttons Button { margin-left: 2; }
-    }
-    """
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, runs: list[BenchRun], directory: Path, *, now: Callable[[], float] = time.time) -> None:
-        super().__init__()
-        self.runs, self.directory = runs, Path(directory)
-        self.fmt = "csv"
-        self.stamp = time.strftime("%Y%m%d-%H%M", time.localtime(now()))
-
-    def default_name(self) -> str:
-        return f"hermes-bench-{self.stamp}{FORMATS[self.fmt]}"
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog") as dialog:
-            dialog.border_title = "Export benchmark runs"
-            count = len(self.runs)
-            yield Static(f"The {count} run{'' if count == 1 else 's'} shown", id="what", markup=False)
-            with RadioSet(id="format"):
-                yield RadioButton("CSV (a row per pass)", value=True, id="csv")
-                yield RadioButton("JSON (runs, machine, medians)", id="json")
-            yield Static(f"File name, or a path (relative to {self.directory}):", id="where", markup=False)
-            yield Input(self.default_name(), id="path")
-            yield Static("", id="error", markup=False)
-            with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Export", id="export", variant="primary")
-
-    def on_mount(self) -> None:
-        self.query_one("#path", Input).focus()
-
-    @on(RadioSet.Changed, "#format")
-    def _format_changed(self, event: RadioSet.Changed) -> None:
-        path = self.query_one("#path", Input)
-        old_default = self.default_name()
-        self.fmt = event.pressed.id or "csv"
-        if path.value == old_default:
-            path.value = self.default_name()
-
-    def target(self) -> Path:
-        raw = self.query_one("#path", Input).value.strip() or self.default_name()
-        path = Path(raw).expanduser()
-        if not path.is_absolute():
-            path = self.directory / path
-        if path.is_dir():
-            path = path / self.default_name()
-        return path.absolute()
-
-    @on(Input.Submitted, "#path")
-    @on(Button.Pressed, "#export")
-    def _export(self) -> None:
-        path = self.target()
-        text = bench.to_csv(self.runs) if self.fmt == "csv" else bench.to_json(self.runs) + "\n"
-        try:
-            with open(path, "x", encoding="utf-8") as handle:
-                handle.write(text)
-        except FileExistsError:
-            self._error(f"{path} already exists: type another name (nothing was overwritten).")
-            return
-        except OSError as exc:
-            self._error(f"Cannot write {path}: {exc.strerror or exc}")
-            return
-        self.dismiss(path)
-
-    def _error(self, text: str) -> None:
-        error = self.query_one("#error", Static)
-        error.update(text)
-        error.add_class("-shown")
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 # --- the screen ---------------------------------------------------------------------------------
@@ -749,4 +650,19 @@ class BenchScreen(Screen[None]):
                 self.status(f"Exported {len(self.shown)} run(s) to {path}")
                 self.notify(str(path), title="Exported")
 
-        self.app.push_screen(BenchExportDialog(list(self.shown), self.export_dir()), exported)
+        runs = list(self.shown)
+        stamp = time.strftime("%Y%m%d-%H%M", time.localtime())
+        count = f"{len(runs)} run{'' if len(runs) == 1 else 's'}"
+        dialog = ExportDialog(
+            "Export benchmark runs", f"The {count} shown", EXPORT_FORMATS, self.export_dir(),
+            lambda fmt: f"hermes-bench-{stamp}{FORMATS[fmt]}", partial(write_runs, runs),
+        )
+        self.app.push_screen(dialog, exported)
+
+
+def write_runs(runs: list[BenchRun], fmt: str, path: Path, _option: bool = False) -> Path:
+    """``runs`` as CSV (a row per pass) or JSON (the whole runs) into a new file (never overwrites one)."""
+    text = bench.to_csv(runs) if fmt == "csv" else bench.to_json(runs) + "\n"
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write(text)
+    return path

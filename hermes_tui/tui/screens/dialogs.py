@@ -1,15 +1,22 @@
-"""Small modal dialogs shared by the screens: a yes/no confirmation and a one-line prompt."""
+"""Small modal dialogs shared by the screens: a yes/no confirmation, a one-line prompt and
+the export dialog (sessions and benchmark runs)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
-__all__ = ["ConfirmDialog", "TextPromptDialog"]
+from hermes_tui.store import StoreError
+
+__all__ = ["ConfirmDialog", "ExportDialog", "ExportFormat", "TextPromptDialog"]
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -121,6 +128,136 @@ class TextPromptDialog(ModalScreen[str | None]):
             error.add_class("-shown")
             return
         self.dismiss(text)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One format the export dialog offers: ``id`` is what ``write`` receives (and the radio button's id)."""
+
+    id: str
+    label: str
+    suffix: str  # ".md", ".csv", ...
+
+
+class ExportDialog(ModalScreen[Path | None]):
+    """Pick a format (and an option), name a new file, export. Dismisses with the path written, or None.
+
+    ``write(fmt, path, option)`` writes ``path`` without overwriting (open mode "x") and
+    returns it; its errors stay in the dialog so the user can fix the name. The file name
+    starts as ``default_name(fmt)``; a relative path is taken from ``directory``. ``option``
+    is ``(id, label)`` of a checkbox whose value reaches ``write`` (False without one).
+    """
+
+    DEFAULT_CSS = """
+    ExportDialog {
+        align: center middle;
+        #dialog {
+            width: 72;
+            max-width: 95%;
+            height: auto;
+            max-height: 100%;
+            padding: 0 2;
+            background: $surface;
+            border: round $primary;
+            border-title-color: $text;
+        }
+        #what { text-style: bold; margin-top: 1; }
+        #format { layout: horizontal; width: 100%; height: auto; margin-top: 1; border: none; padding: 0; }
+        #format RadioButton { margin-right: 2; }
+        #dialog > Checkbox { margin-top: 0; border: none; padding: 0; }
+        #where { color: $text-muted; margin-top: 1; }
+        #error { color: $error; display: none; }
+        #error.-shown { display: block; }
+        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
+        #buttons Button { margin-left: 2; }
+    }
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(
+        self,
+        title: str,
+        what: str,
+        formats: Sequence[ExportFormat],
+        directory: Path,
+        default_name: Callable[[str], str],
+        write: Callable[[str, Path, bool], Path],
+        *,
+        option: tuple[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.dialog_title, self.what = title, what
+        self.formats = {f.id: f for f in formats}
+        self.directory, self.default_name, self.write = Path(directory), default_name, write
+        self.option = option
+        self.fmt = formats[0].id  # the first format is the one picked at the start
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog") as dialog:
+            dialog.border_title = self.dialog_title
+            yield Static(self.what, id="what", markup=False)
+            with RadioSet(id="format"):
+                for f in self.formats.values():
+                    yield RadioButton(f.label, value=f.id == self.fmt, id=f.id)
+            if self.option is not None:
+                option_id, label = self.option
+                yield Checkbox(label, id=option_id)
+            yield Static(f"File name, or a path (relative to {self.directory}):", id="where", markup=False)
+            yield Input(self.default_name(self.fmt), id="path")
+            yield Static("", id="error", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Export", id="export", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#path", Input).focus()
+
+    @on(RadioSet.Changed, "#format")
+    def _format_changed(self, event: RadioSet.Changed) -> None:
+        path = self.query_one("#path", Input)
+        old = self.fmt
+        self.fmt = event.pressed.id or old
+        if path.value == self.default_name(old):
+            path.value = self.default_name(self.fmt)
+        elif path.value.endswith(self.formats[old].suffix):  # a name of the user's: follow the format
+            path.value = str(Path(path.value).with_suffix(self.formats[self.fmt].suffix))
+
+    def target(self) -> Path:
+        raw = self.query_one("#path", Input).value.strip() or self.default_name(self.fmt)
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = self.directory / path
+        if path.is_dir():
+            path = path / self.default_name(self.fmt)
+        return path.absolute()
+
+    @on(Input.Submitted, "#path")
+    @on(Button.Pressed, "#export")
+    def _export(self) -> None:
+        path = self.target()
+        checked = self.option is not None and self.query_one(f"#{self.option[0]}", Checkbox).value
+        try:
+            written = self.write(self.fmt, path, checked)
+        except FileExistsError:
+            self._error(f"{path} already exists: type another name (nothing was overwritten).")
+            return
+        except OSError as exc:
+            self._error(f"Cannot write {path}: {exc.strerror or exc}")
+            return
+        except StoreError as exc:
+            self._error(str(exc))
+            return
+        self.dismiss(written)
+
+    def _error(self, text: str) -> None:
+        error = self.query_one("#error", Static)
+        error.update(text)
+        error.add_class("-shown")
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

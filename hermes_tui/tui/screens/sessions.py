@@ -21,17 +21,18 @@ from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Checkbox, DataTable, Footer, Input, RadioButton, RadioSet, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
 
 from hermes_tui.store import SearchHit, SessionInfo, Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
-from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
+from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog, ExportFormat, TextPromptDialog
 
-__all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]
+__all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]  # ExportDialog: from dialogs
 
 FORMATS = {"markdown": ".md", "json": ".json"}
+EXPORT_FORMATS = [ExportFormat("markdown", "Markdown", FORMATS["markdown"]),
+                  ExportFormat("json", "JSON (OpenAI messages)", FORMATS["json"])]
 
 
 def human_time(ts: float, now: float | None = None) -> str:
@@ -349,115 +350,16 @@ class SessionsScreen(Screen[str | None]):
                 self._status(f"Exported “{info.title}” to {path}")
                 self.notify(str(path), title="Exported")
 
-        def write(fmt: str, include_archived: bool, path: Path) -> Path:
+        def write(fmt: str, path: Path, include_archived: bool) -> Path:
             return export_session(self.store, info, fmt, include_archived, path)
 
-        self.app.push_screen(ExportDialog(info, self.export_dir(), write), exported)
-
-
-class ExportDialog(ModalScreen[Path | None]):
-    """Choose Markdown or JSON, whether to include archived originals, and the file.
-
-    ``write(fmt, include_archived, path)`` does the writing; its errors stay in the
-    dialog so the user can fix the path. Dismisses with the path written, or None.
-    """
-
-    DEFAULT_CSS = """
-    ExportDialog {
-        align: center middle;
-        #dialog {
-            width: 72;
-            max-width: 95%;
-            height: auto;
-            max-height: 100%;
-            padding: 0 2;
-            background: $surface;
-            border: round $primary;
-            border-title-color: $text;
-        }
-        #what { text-style: bold; margin-top: 1; }
-        #format { layout: horizontal; width: 100%; height: auto; margin-top: 1; border: none; padding: 0; }
-        #format RadioButton { margin-right: 2; }
-        #all { margin-top: 0; border: none; padding: 0; }
-        #where { color: $text-muted; margin-top: 1; }
-        #error { color: $error; display: none; }
-        #error.-shown { display: block; }
-        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
-        #buttons Button { margin-left: 2; }
-    }
-    """
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, info: SessionInfo, directory: Path,
-                 write: Callable[[str, bool, Path], Path]) -> None:
-        super().__init__()
-        self.info, self.directory, self.write = info, Path(directory), write
-        self.fmt = "markdown"
-
-    def compose(self) -> ComposeResult:
-        count = self.info.message_count
-        with Vertical(id="dialog") as dialog:
-            dialog.border_title = "Export session"
-            yield Static(f"“{self.info.title}” · {count} message{'' if count == 1 else 's'}", id="what", markup=False)
-            with RadioSet(id="format"):
-                yield RadioButton("Markdown", value=True, id="markdown")
-                yield RadioButton("JSON (OpenAI messages)", id="json")
-            yield Checkbox("Include archived originals (--all)", id="all")
-            yield Static(f"File name, or a path (relative to {self.directory}):", id="where", markup=False)
-            yield Input(default_export_name(self.info, self.fmt), id="path")
-            yield Static("", id="error", markup=False)
-            with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Export", id="export", variant="primary")
-
-    def on_mount(self) -> None:
-        self.query_one("#path", Input).focus()
-
-    @on(RadioSet.Changed, "#format")
-    def _format_changed(self, event: RadioSet.Changed) -> None:
-        path = self.query_one("#path", Input)
-        old_default = default_export_name(self.info, self.fmt)
-        self.fmt = event.pressed.id or "markdown"
-        if path.value == old_default:
-            path.value = default_export_name(self.info, self.fmt)
-        elif path.value.endswith(FORMATS["markdown"] if self.fmt == "json" else FORMATS["json"]):
-            path.value = str(Path(path.value).with_suffix(FORMATS[self.fmt]))
-
-    def target(self) -> Path:
-        raw = self.query_one("#path", Input).value.strip() or default_export_name(self.info, self.fmt)
-        path = Path(raw).expanduser()
-        if not path.is_absolute():
-            path = self.directory / path
-        if path.is_dir():
-            path = path / default_export_name(self.info, self.fmt)
-        return path.absolute()
-
-    @on(Input.Submitted, "#path")
-    @on(Button.Pressed, "#export")
-    def _export(self) -> None:
-        path = self.target()
-        try:
-            written = self.write(self.fmt, self.query_one("#all", Checkbox).value, path)
-        except FileExistsError:
-            self._error(f"{path} already exists: type another name (nothing was overwritten).")
-            return
-        except OSError as exc:
-            self._error(f"Cannot write {path}: {exc.strerror or exc}")
-            return
-        except StoreError as exc:
-            self._error(str(exc))
-            return
-        self.dismiss(written)
-
-    def _error(self, text: str) -> None:
-        error = self.query_one("#error", Static)
-        error.update(text)
-        error.add_class("-shown")
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+        count = f"{info.message_count} message{'' if info.message_count == 1 else 's'}"
+        dialog = ExportDialog(
+            "Export session", f"“{info.title}” · {count}", EXPORT_FORMATS, self.export_dir(),
+            lambda fmt: default_export_name(info, fmt), write,
+            option=("all", "Include archived originals (--all)"),
+        )
+        self.app.push_screen(dialog, exported)
 
 
 def _snippet(hit: SearchHit) -> Text:
