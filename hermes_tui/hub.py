@@ -567,8 +567,13 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     and there is nowhere else it could run. ``openai-api`` with a ``base_url`` stays: the
     endpoint (e.g. mlx_lm.server) may serve this very model; the note says how to run it
     in-process instead.
+
+    Only the changed keys are written (``config_edit.save_changes``, as the settings
+    screen does): the user's comments and layout stay. A config.yaml that does not load
+    is an error here (ConfigError), never replaced.
     """
-    from hermes_tui.config import apply_overrides, load_config, save_config
+    from hermes_tui.config import load_config
+    from hermes_tui.config_edit import save_changes
     from hermes_tui.mlx_runtime import ModelUnavailable, resolve_model_path
 
     if role not in ROLES:
@@ -578,7 +583,8 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
         resolve_model_path(value)
     except ModelUnavailable as exc:
         raise HubError(str(exc)) from None
-    config = load_config(config_path)
+    path = Path(config_path) if config_path is not None else paths.config_path()
+    config = load_config(path)
     prefix = "model" if role == "chat" else "auxiliary.compression"
     section = config.model if role == "chat" else config.auxiliary.compression
     provider, note = section.provider, ""
@@ -589,8 +595,7 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
             f"{prefix}.provider stays openai-api ({section.base_url}): that endpoint must serve this model; "
             f"to run it in-process set {prefix}.provider to auto"
         )
-    updated = apply_overrides(config, {f"{prefix}.model": value, f"{prefix}.provider": provider}, origin="models use")
-    save_config(updated, config_path)
+    save_changes(path, {f"{prefix}.model": value, f"{prefix}.provider": provider}, base=config)
     return UseResult(name, role, value, provider, provider != section.provider, note)
 
 

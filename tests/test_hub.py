@@ -463,6 +463,49 @@ def test_cli_errors_are_one_line(hub_env, args, expected):
     assert proc.stderr.startswith(expected) and len(proc.stderr.splitlines()) == 1, explain(proc)
 
 
+USER_CONFIG = """\
+# my own config: the chat model runs on the laptop
+model:
+  provider: mlx        # in-process
+  model: /somewhere/chat-model
+
+auxiliary:
+  compression:
+    provider: extractive   # until I pick a model
+    model: ""
+
+compression:
+  threshold: 0.5  # compact early
+"""
+
+
+def test_cli_use_edits_only_the_role_and_keeps_the_users_comments(hub_env, imported):
+    path = hub_env.home / "config.yaml"
+    path.write_text(USER_CONFIG, encoding="utf-8")
+    proc = run_cli(hub_env, "use", "my-tiny", "--role", "compression")
+    assert proc.returncode == 0, explain(proc)
+    assert "provider was changed to auto" in proc.stdout
+    # The two keys change in place (the comment keeps its column); every other byte stays.
+    assert path.read_text(encoding="utf-8") == USER_CONFIG.replace(
+        "provider: extractive   #", "provider: auto         #"
+    ).replace('model: ""', f"model: {imported}")
+    config = load_config(path)  # and the result is a valid config holding the new value
+    assert (config.auxiliary.compression.provider, config.auxiliary.compression.model) == ("auto", str(imported))
+    assert (config.model.model, config.compression.threshold) == ("/somewhere/chat-model", 0.5)
+
+
+def test_cli_use_with_a_bad_config_names_the_problem_and_writes_nothing(hub_env, imported):
+    path = hub_env.home / "config.yaml"
+    bad = USER_CONFIG.replace("threshold: 0.5", "threshold: 5")
+    path.write_text(bad, encoding="utf-8")
+    proc = run_cli(hub_env, "use", "my-tiny", "--role", "compression")
+    assert proc.returncode == 2, explain(proc)
+    assert proc.stderr.startswith(f"hermes-tui: {path}: line 12: compression.threshold: "), explain(proc)
+    assert len(proc.stderr.splitlines()) == 1, explain(proc)
+    assert path.read_text(encoding="utf-8") == bad  # not rewritten, and no backup made of it
+    assert not path.with_name("config.yaml.bak").exists()
+
+
 def test_cli_pull_with_the_server_down(hub_env):
     endpoint = f"http://127.0.0.1:{free_port()}"
     proc = run_cli(hub_env._replace(env={**hub_env.env, "HF_ENDPOINT": endpoint}), "pull", REPO)
