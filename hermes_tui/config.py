@@ -119,6 +119,7 @@ class ModelConfig(_Endpoint):
     context_length: int | None = _setting(
         None, "override (>= 256); null = resolve (model config, /v1/models, table)", ge=256
     )
+    max_tokens: int = _setting(1024, "longest reply, in generated tokens (>= 1)", ge=1)
 
 
 class CompressionConfig(_Section):

@@ -22,7 +22,9 @@ from hermes_tui.config import (
     write_default_config,
 )
 
-# The defaults as DESIGN.md states them, plus the three documented additions.
+# The defaults as DESIGN.md states them, plus the documented additions (model.max_tokens:
+# the reply cap the chat clients use; compression.micro_compact_mode, fact_guard, tokenizer;
+# auxiliary.compression.max_tokens).
 DESIGN_DEFAULTS = {
     "model": {
         "provider": "auto",
@@ -30,6 +32,7 @@ DESIGN_DEFAULTS = {
         "base_url": "",
         "api_key_env": "OPENAI_API_KEY",
         "context_length": None,
+        "max_tokens": 1024,
     },
     "compression": {
         "enabled": True,
@@ -166,8 +169,41 @@ def test_default_text_documents_every_key():
     assert "extractive" in text and "needs no model" in text
     assert "max_tokens: null" in text
     assert "tokenizer.json" in text
+    model_section = text.split("\ncompression:")[0]
+    assert any(line.strip().startswith("max_tokens: 1024") and "longest reply" in line
+               for line in model_section.splitlines())
     # The file itself is plain data equal to the defaults.
     assert yaml.safe_load(text) == DESIGN_DEFAULTS
+
+
+def test_model_max_tokens_is_a_whole_number_of_at_least_one(tmp_path):
+    assert load_config(write(tmp_path, "model:\n  max_tokens: 64\n")).model.max_tokens == 64
+    assert Config().model.max_tokens == 1024  # what the app used before the key existed
+    for bad, message in (
+        ("0", "model.max_tokens: must be at least 1, got 0"),
+        ("-5", "model.max_tokens: must be at least 1, got -5"),
+        ("2.5", "model.max_tokens: expected a whole number, got 2.5"),
+        ('"64"', "model.max_tokens: expected a whole number, got '64' (remove the quotes)"),
+        ("null", "model.max_tokens: expected a whole number, got null"),
+    ):
+        error = load_error(tmp_path, f"model:\n  max_tokens: {bad}\n")
+        assert str(error).endswith("line 2: " + message), str(error)
+    with pytest.raises(ConfigError, match="model.max_tokens: must be at least 1"):
+        Config().with_overrides({"model.max_tokens": 0})
+
+
+def test_the_chat_clients_take_their_reply_cap_from_model_max_tokens(tiny_model, hf_offline_env):
+    from hermes_tui.chat.select import make_chat_client
+
+    mlx = make_chat_client(Config().with_overrides({
+        "model.provider": "mlx", "model.model": str(tiny_model.fp32), "model.max_tokens": 7}).model)
+    endpoint = make_chat_client(Config().with_overrides({
+        "model.provider": "openai-api", "model.model": "m", "model.base_url": "http://127.0.0.1:9/v1",
+        "model.max_tokens": 9}).model)
+    assert (mlx.max_tokens, endpoint.max_tokens) == (7, 9)
+    # Without a cap of its own, a call is capped by the client's.
+    done = mlx.complete([{"role": "user", "content": "hi"}])
+    assert done.usage.completion_tokens == 7 and done.usage.finish_reason == "length"
 
 
 def test_write_default_never_overwrites(tmp_path):

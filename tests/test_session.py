@@ -106,3 +106,73 @@ def test_batch_now_keeps_user_messages(config, store):
     assert report.outcome == "compressed"
     assert [m.content for m in session.conv.messages if m.role == "user"] == users
     assert [m.id for m in store.load_active(session.info.id)] == [m.id for m in session.conv.messages]
+
+
+# --- a reply the user stops ----------------------------------------------------------------
+
+
+def _stop_after(cancel: threading.Event, pieces: int):
+    """An on_delta that sets ``cancel`` once ``pieces`` pieces with visible text arrived."""
+    seen: list[str] = []
+
+    def on_delta(piece: str) -> None:
+        seen.append(piece)
+        if len(seen) >= pieces and "".join(seen).strip():
+            cancel.set()
+
+    return seen, on_delta
+
+
+@pytest.mark.parametrize("provider", ["mlx", "openai-api"])
+def test_a_stopped_reply_is_kept_marked_stopped_and_is_not_a_completed_turn(provider, config, store, request):
+    from hermes_tui.mlx_runtime import MlxRuntime
+
+    if provider == "openai-api":
+        server = request.getfixturevalue("mlx_server")
+        chat = OpenAIChatClient(server.base_url, server.model, timeout=30)
+    else:
+        chat = MlxChatClient(config.model.model)
+    session = open_session(config, store, title="stop", chat=chat)
+    cancel = threading.Event()
+    seen, on_delta = _stop_after(cancel, 3)
+    turn = session.send("Tell me a long story", on_delta=on_delta, cancel=cancel, max_tokens=4000)
+
+    assert turn.stopped and turn.reply.meta["stopped"] is True
+    assert turn.reply.content == "".join(seen) and turn.reply.content.strip()
+    assert len(seen) < 4000 and turn.done.usage.completion_tokens is None  # no guessed usage
+    assert session.conv.messages[-1] is turn.reply  # the live transcript keeps it
+    assert session.turns_completed == 0  # not a turn that finished normally: no pass is due for it
+    assert not MlxRuntime.shared().busy  # the in-process model is free again
+    stored = store.load_active(session.info.id)
+    assert [(m.role, m.content, m.meta.get("stopped")) for m in stored] == [
+        ("user", "Tell me a long story", None), ("assistant", turn.reply.content, True)]
+
+    from hermes_tui.store.export import session_messages, to_markdown
+
+    exported = to_markdown(store.get_session(session.info.id), session_messages(store, session.info.id,
+                                                                                  include_archived=False))
+    assert "## Assistant (stopped)" in exported and "## User\n" in exported
+
+    resumed = open_session(config, store, session_id=session.info.id, chat=chat)
+    assert resumed.conv.messages[-1].meta["stopped"] is True
+    assert resumed.conv.messages[-1].content == turn.reply.content
+    nxt = resumed.send("Go on", max_tokens=REPLY)  # the next turn carries on after the partial reply
+    assert not nxt.stopped and "stopped" not in nxt.reply.meta and resumed.turns_completed == 1
+
+
+def test_a_reply_stopped_before_any_text_keeps_nothing(config, store):
+    session = open_session(config, store, title="stop early")
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(ChatError) as info:
+        session.send("never mind", cancel=cancel, max_tokens=REPLY)
+    assert info.value.kind == "cancelled"
+    assert [m.content for m in store.load_active(session.info.id)] == ["never mind"]
+    assert [m.role for m in session.conv.messages] == ["user"]
+
+
+def test_the_reply_cap_defaults_to_model_max_tokens(config, store):
+    capped = config.with_overrides({"model.max_tokens": 5})
+    session = open_session(capped, store, title="cap")  # the chat client is built from the config
+    turn = session.send("Hello")
+    assert turn.done.usage.completion_tokens == 5 and turn.reply.meta["usage"]["finish_reason"] == "length"

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..config import ModelConfig
 from ..summarizers.base import (
     HTTP_4XX,
     HTTP_5XX,
@@ -27,8 +28,12 @@ from ..summarizers.base import (
 # The summarizer failure kinds, plus one: the caller cancelled the call.
 CANCELLED = "cancelled"
 
+# A reply's cap when neither the caller nor the client names one: model.max_tokens's default.
+DEFAULT_MAX_TOKENS: int = ModelConfig.model_fields["max_tokens"].default
+
 __all__ = [
     "CANCELLED",
+    "DEFAULT_MAX_TOKENS",
     "HTTP_4XX",
     "HTTP_5XX",
     "MALFORMED",
@@ -91,17 +96,20 @@ class ChatClient(Protocol):
 
     #: the model's name, for the status bar and telemetry
     model_name: str
+    #: the longest reply when a call names no cap (``model.max_tokens`` in config.yaml)
+    max_tokens: int = DEFAULT_MAX_TOKENS
 
     def stream(
         self,
         messages: list[dict[str, Any]],
         *,
-        max_tokens: int,
+        max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
     ) -> Iterator[ChatDelta | ChatDone]:
         """Yield ``ChatDelta`` pieces, then exactly one ``ChatDone``.
 
+        ``max_tokens`` None: the client's own ``max_tokens``.
         Raises ``ChatError``; kind ``CANCELLED`` when ``cancel`` was set mid-call.
         Closing the iterator early releases the call's resources.
         """
@@ -111,7 +119,7 @@ class ChatClient(Protocol):
         self,
         messages: list[dict[str, Any]],
         *,
-        max_tokens: int,
+        max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
     ) -> ChatDone:

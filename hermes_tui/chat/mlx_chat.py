@@ -12,7 +12,9 @@ import queue
 import threading
 from typing import Any, Iterator
 
-from hermes_tui.chat.client import CANCELLED, ChatClient, ChatDelta, ChatDone, ChatError, Usage
+from hermes_tui.chat.client import (
+    CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, Usage,
+)
 from hermes_tui.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
 from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE
 
@@ -21,19 +23,25 @@ _END = object()
 
 
 class MlxChatClient(ChatClient):
-    def __init__(self, model: str, *, timeout: float | None = None, runtime: MlxRuntime | None = None):
+    def __init__(
+        self, model: str, *, timeout: float | None = None, runtime: MlxRuntime | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ):
         self.model_name = model
         self.timeout = timeout
         self.runtime = runtime or MlxRuntime.shared()
+        self.max_tokens = max_tokens  # model.max_tokens: a reply's cap when a call names none
 
     def stream(
         self,
         messages: list[dict[str, Any]],
         *,
-        max_tokens: int,
+        max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
     ) -> Iterator[ChatDelta | ChatDone]:
+        if max_tokens is None:
+            max_tokens = self.max_tokens
         try:
             loaded = self.runtime.load(self.model_name)
         except ModelUnavailable as exc:

@@ -64,6 +64,7 @@ from ..openai_errors import (
 )
 from .client import (
     CANCELLED,
+    DEFAULT_MAX_TOKENS,
     HTTP_5XX,
     MALFORMED,
     TIMEOUT,
@@ -99,7 +100,8 @@ class OpenAIChatClient(ChatClient):
     ``timeout`` (seconds) bounds connecting and each wait for data. The SDK's
     automatic retries are off: a retry would double the wait before the user sees
     the failure (and could run a long generation twice). ``temperature`` None leaves
-    sampling to the server's default.
+    sampling to the server's default. ``max_tokens`` (``model.max_tokens``) caps a reply
+    when a call names no cap.
     """
 
     def __init__(
@@ -109,12 +111,14 @@ class OpenAIChatClient(ChatClient):
         api_key: str | None = None,
         timeout: float = 120.0,
         temperature: float | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name = model
         self.timeout = float(timeout)
         self.temperature = temperature
+        self.max_tokens = max_tokens
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=api_key or PLACEHOLDER_API_KEY,
@@ -138,7 +142,7 @@ class OpenAIChatClient(ChatClient):
         self,
         messages: list[dict[str, Any]],
         *,
-        max_tokens: int,
+        max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
     ) -> Iterator[ChatDelta | ChatDone]:
@@ -150,7 +154,7 @@ class OpenAIChatClient(ChatClient):
         params: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "max_tokens": max_tokens,
+            "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -350,6 +354,32 @@ class OpenAIChatClient(ChatClient):
             CANCELLED,
             f"reply from model endpoint {self.base_url} cancelled after {chars} characters",
         )
+
+
+def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 5.0) -> list[str]:
+    """The model ids ``GET {base_url}/models`` lists, sorted (for ``/model``'s picker).
+
+    Raises ``ChatError`` with the same kinds and one-line messages as a reply.
+    """
+    base_url = base_url.rstrip("/")
+    endpoint = Endpoint(what="model endpoint", base_url=base_url, model="", config="model",
+                        base_url_key="model.base_url")
+    client = openai.OpenAI(base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY, timeout=timeout, max_retries=0)
+    try:
+        page = client.models.list()
+        return sorted({str(item.id) for item in page.data if getattr(item, "id", None)})
+    except openai.APIStatusError as exc:
+        raise ChatError(*status_failure(endpoint, exc)) from exc
+    except openai.APITimeoutError as exc:
+        raise ChatError(TIMEOUT, f"model endpoint {base_url} did not list its models within {timeout:g} s") from exc
+    except openai.APIConnectionError as exc:
+        raise ChatError(*connection_failure(endpoint, exc)) from exc
+    except (openai.OpenAIError, AttributeError, TypeError, ValueError) as exc:  # not an OpenAI model list
+        raise ChatError(
+            MALFORMED, f"model endpoint {base_url} did not answer /models with a model list: {one_line(str(exc))}"
+        ) from exc
+    finally:
+        client.close()
 
 
 def _sample(http: Any) -> str:

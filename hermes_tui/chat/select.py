@@ -16,7 +16,9 @@ def make_chat_client(cfg: ModelConfig) -> ChatClient:
 
         if not cfg.base_url or not cfg.model:
             raise ProviderError("provider openai-api needs model.base_url and model.model in config.yaml")
-        return OpenAIChatClient(cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env))
+        return OpenAIChatClient(
+            cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), max_tokens=cfg.max_tokens,
+        )
     if not cfg.model:
         raise ProviderError("provider mlx needs model.model (a local MLX folder or a cached HF repo id)")
     try:
@@ -25,4 +27,4 @@ def make_chat_client(cfg: ModelConfig) -> ChatClient:
         raise ProviderError(str(exc)) from None
     from hermes_tui.chat.mlx_chat import MlxChatClient
 
-    return MlxChatClient(cfg.model)
+    return MlxChatClient(cfg.model, max_tokens=cfg.max_tokens)

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from hermes_tui.chat.client import ChatClient, ChatDelta, ChatDone
+from hermes_tui.chat.client import CANCELLED, ChatClient, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.micro import plan_micro_pass
@@ -24,13 +24,12 @@ from hermes_tui.conversation import Conversation
 from hermes_tui.store import SessionInfo, Store
 from hermes_tui.transcript import Message, wire_view
 
-DEFAULT_REPLY_TOKENS = 1024
-
 
 @dataclass
 class TurnResult:
     reply: Message
     done: ChatDone
+    stopped: bool = False  # the user stopped it: ``reply`` is the part that arrived
 
 
 class Session:
@@ -84,7 +83,7 @@ class Session:
 
     def send(
         self, text: str, *, on_delta: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None, max_tokens: int = DEFAULT_REPLY_TOKENS,
+        cancel: threading.Event | None = None, max_tokens: int | None = None,
     ) -> TurnResult:
         """Add the user's message, stream the reply, store both. Raises ChatError on failure
         (the user's message stays: nothing they typed is lost)."""
@@ -93,24 +92,46 @@ class Session:
 
     def reply(
         self, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-        max_tokens: int = DEFAULT_REPLY_TOKENS,
+        max_tokens: int | None = None,
     ) -> TurnResult:
+        """Stream the reply (``max_tokens`` None: the chat client's cap, ``model.max_tokens``)
+        and keep it in the transcript and the store.
+
+        Stopped (``cancel`` set mid-reply): the text that arrived is kept all the same, with
+        meta ``{"stopped": true}``, and the turn does not count as completed: the spec runs a
+        pass only after a turn that finishes normally. Stopped before any text (or only
+        whitespace): nothing is kept and the CANCELLED ChatError is raised, like every
+        other failure.
+        """
         with self.lock:
             request = wire_view(self.conv.messages)
         done: ChatDone | None = None
-        for event in self.chat.stream(request, max_tokens=max_tokens, cancel=cancel):
-            if isinstance(event, ChatDelta):
-                if on_delta:
-                    on_delta(event.text)
-            else:
-                done = event
+        parts: list[str] = []
+        stopped = False
+        try:
+            for event in self.chat.stream(request, max_tokens=max_tokens, cancel=cancel):
+                if isinstance(event, ChatDelta):
+                    parts.append(event.text)
+                    if on_delta:
+                        on_delta(event.text)
+                else:
+                    done = event
+        except ChatError as exc:
+            if exc.kind != CANCELLED or not "".join(parts).strip():
+                raise
+            # The provider reports no usage for a cancelled call: none is recorded (never a guess).
+            done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
-        reply = Message(role="assistant", content=done.text, meta={"usage": _usage_meta(done)})
+        meta: dict = {"usage": _usage_meta(done)}
+        if stopped:
+            meta["stopped"] = True
+        reply = Message(role="assistant", content=done.text, meta=meta)
         with self.lock:
             self.conv.append(reply)
             self.store.flush(self.info.id, [reply])
-            self.turns_completed += 1
-        return TurnResult(reply, done)
+            if not stopped:
+                self.turns_completed += 1
+        return TurnResult(reply, done, stopped)
 
     # --- compaction -----------------------------------------------------------------------
     def pass_due(self) -> bool:

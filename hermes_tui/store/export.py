@@ -27,12 +27,13 @@ def to_json(messages: list[Message]) -> str:
 def to_markdown(info: SessionInfo, messages: list[Message]) -> str:
     lines = [f"# {info.title or info.id}", "", f"Session `{info.id}`", ""]
     for msg in messages:
-        archived = " (archived)" if msg.meta.get("archived") else ""
+        flags = " (archived)" if msg.meta.get("archived") else ""
+        flags += " (stopped)" if msg.meta.get("stopped") else ""  # a reply the user stopped: partial
         if msg.is_marker:
-            lines += [f"## Context summary ({msg.meta['compaction']}){archived}", "", str(msg.meta.get("summary", "")), ""]
+            lines += [f"## Context summary ({msg.meta['compaction']}){flags}", "", str(msg.meta.get("summary", "")), ""]
             continue
         heading = {"tool": f"Tool result{f' ({msg.name})' if msg.name else ''}"}.get(msg.role, msg.role.capitalize())
-        lines += [f"## {heading}{archived}", ""]
+        lines += [f"## {heading}{flags}", ""]
         if msg.content:
             lines += [_fence(msg.content) if msg.role == "tool" else msg.content, ""]
         for call in msg.tool_calls or []:

@@ -13,17 +13,19 @@ behind it. Details go to the log, never a traceback to the screen.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
+from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 
 from hermes_tui import paths
 from hermes_tui.chat.client import UNAVAILABLE, ChatClient, ChatDelta, ChatDone, ChatError
-from hermes_tui.chat.session import DEFAULT_REPLY_TOKENS, Session
+from hermes_tui.chat.session import Session
 from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
 from hermes_tui.store import SessionInfo, Store, StoreError
@@ -33,6 +35,9 @@ from hermes_tui.transcript import TranscriptError, parse_transcript
 from hermes_tui.tui.commands import SlashCommandsProvider
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.first_run import FirstRunScreen, first_run_problem
+
+if TYPE_CHECKING:
+    from hermes_tui.chat.choices import ModelChoice
 
 log = get_logger("tui")
 
@@ -44,11 +49,12 @@ class UnavailableChat:
         self.model_name = ""
         self.error = error
 
-    def stream(self, messages: list[dict[str, Any]], *, max_tokens: int, stop=None, cancel=None) -> Iterator[ChatDelta | ChatDone]:
+    def stream(self, messages: list[dict[str, Any]], *, max_tokens: int | None = None, stop=None,
+               cancel=None) -> Iterator[ChatDelta | ChatDone]:
         raise ChatError(UNAVAILABLE, str(self.error))
         yield  # pragma: no cover - makes this a generator, like every provider's stream
 
-    def complete(self, messages, *, max_tokens: int, stop=None, cancel=None) -> ChatDone:
+    def complete(self, messages, *, max_tokens: int | None = None, stop=None, cancel=None) -> ChatDone:
         raise ChatError(UNAVAILABLE, str(self.error))
 
 
@@ -78,12 +84,13 @@ class HermesApp(App):
         chat: ChatClient | None = None,
         summarizer: Summarizer | None = None,
         *,
-        reply_tokens: int = DEFAULT_REPLY_TOKENS,
+        reply_tokens: int | None = None,
         config_path: Path | None = None,
     ):
         super().__init__()
         self.config = config
         self.store = store
+        # A reply's cap; None: the chat client's own, model.max_tokens (tests pass a small one).
         self.reply_tokens = reply_tokens
         self.config_path = Path(config_path) if config_path else paths.config_path()
         self._start_session_id = session_id
@@ -206,12 +213,50 @@ class HermesApp(App):
         self.push_screen(SessionsScreen(self.store, current), chosen)
 
     def reconfigure(self, config: Config) -> None:
-        """New settings: new clients, and the current session reopened with them."""
+        """New settings: new clients, and the current session reopened with them.
+
+        Reopening reads the session back from the store, so a reply or a pass still in
+        flight (or queued) would land in the session left behind: while the chat is busy
+        the change waits for it, and a notice says so. The latest change wins.
+        """
+        self.workers.cancel_group(self, "reconfigure")  # a change still waiting is superseded
+        screen = self.chat_screen
+        if screen is not None and screen.busy:
+            self.notify("They take effect once the reply and the passes in flight are done.",
+                        title="New settings saved", timeout=8)
+            self._reconfigure_when_idle(config)
+            return
+        self._apply_config(config)
+
+    @work(group="reconfigure")
+    async def _reconfigure_when_idle(self, config: Config) -> None:
+        while (screen := self.chat_screen) is not None and screen.busy:
+            await asyncio.sleep(0.1)
+        self._apply_config(config)
+
+    def _apply_config(self, config: Config) -> None:
         self.config = config
         self._make_clients()
         current = self.chat_screen.session.info.id if self.chat_screen else None
         self.resume(current) if current else self.new_session()
         self._show_problems()
+
+    def use_chat_model(self, choice: "ModelChoice") -> dict[str, Any]:
+        """Make ``choice`` the chat model: write it to config.yaml (only the changed keys,
+        through ``config_edit``), then reload the clients and the session as after the
+        settings or models screen. Returns the changes written. Raises ConfigError."""
+        from hermes_tui.chat.choices import changes_for
+        from hermes_tui.config import ConfigError, load_config
+        from hermes_tui.config_edit import save_changes
+
+        try:
+            on_disk = load_config(self.config_path).model
+        except ConfigError:
+            on_disk = self.config.model  # save_changes keeps the unreadable file aside
+        changes = changes_for(choice, on_disk)
+        result = save_changes(self.config_path, changes, base=self.config)
+        self.reconfigure(result.config)
+        return changes
 
     # --- other screens ----------------------------------------------------------------------
     def open_tool_screen(self, name: str) -> None:

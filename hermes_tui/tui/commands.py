@@ -35,7 +35,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("compact", "compact the context now (batch), optionally focused on a topic", "[focus topic]"),
     SlashCommand("usage", "tokens, context window, occupancy, passes and tokens saved"),
     SlashCommand("summary", "the current rolling summary"),
-    SlashCommand("model", "the chat model and the compression model in use"),
+    SlashCommand("model", "switch the chat model (no name: pick from the local and endpoint models)", "[name]"),
     SlashCommand("models", "download and manage MLX models"),
     SlashCommand("bench", "measure what a pass costs on this machine"),
     SlashCommand("settings", "edit the configuration"),

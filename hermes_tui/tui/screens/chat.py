@@ -12,6 +12,7 @@ meanwhile queue up. Every thread reports back with ``post_message`` (thread-safe
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from dataclasses import replace
@@ -24,7 +25,7 @@ from textual.binding import Binding
 from textual.message import Message as UIMessage
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hermes_tui.chat.client import CANCELLED, ChatError
@@ -36,6 +37,7 @@ from hermes_tui.transcript import Message
 from hermes_tui.tui import commands
 from hermes_tui.tui.screens.first_run import first_run_problem
 from hermes_tui.tui.widgets.composer import Composer
+from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.messages import (
     AssistantMessage, InfoNote, MarkerMessage, MessageList, UserMessage, columns, first_line, one_line,
 )
@@ -58,6 +60,7 @@ KEYS = (
     ("Ctrl+O", "compact now"),
     ("Ctrl+G", "usage"),
     ("F1", "this help"),
+    ("Ctrl+T", "show earlier messages (a long session shows its newest first)"),
     ("Ctrl+P", "command palette"),
     ("Ctrl+Q", "quit"),
 )
@@ -117,6 +120,7 @@ class ChatScreen(Screen):
         Binding("ctrl+o", "slash('/compact')", "Compact"),
         Binding("ctrl+g", "slash('/usage')", "Usage"),
         Binding("f1", "slash('/help')", "Help"),
+        Binding("ctrl+t", "earlier", "Earlier"),  # in the footer only while older messages wait
     ]
 
     def __init__(self, session: Session):
@@ -146,7 +150,7 @@ class ChatScreen(Screen):
         # Up recalls what was typed in this session before, a resumed one included.
         yield Composer(id="composer", inputs=[m.content for m in self.session.conv.messages if m.role == "user"])
         yield StatusBar(id="status")
-        yield Footer()
+        yield ChatFooter()
 
     async def on_mount(self) -> None:
         self.query_one("#hints").display = False
@@ -224,14 +228,16 @@ class ChatScreen(Screen):
 
     async def send(self, text: str) -> None:
         """Show the message and send it (after the reply being written, if there is one)."""
-        view = UserMessage(text)
-        await self.messages.add(view)
-        if self.replying:
-            view.add_class("-queued")
-            self._outbox.append((text, view))
-            self.refresh_status()
-            return
-        await self._start_turn(text, view)
+        # One frame, one layout pass, for the message, the reply's view and the footer's Escape.
+        with self.app.batch_update():
+            view = UserMessage(text)
+            await self.messages.add(view)
+            if self.replying:
+                view.add_class("-queued")
+                self._outbox.append((text, view))
+                self.refresh_status()
+                return
+            await self._start_turn(text, view)
 
     async def _start_turn(self, text: str, user_view: UserMessage) -> None:
         user_view.remove_class("-queued")
@@ -247,7 +253,7 @@ class ChatScreen(Screen):
     @work(thread=True, group="chat", exit_on_error=False)
     def _chat_worker(
         self, session: Session, text: str, user_view: UserMessage, reply_view: AssistantMessage,
-        cancel: threading.Event, max_tokens: int,
+        cancel: threading.Event, max_tokens: int | None,
     ) -> None:
         post = self.post_message
         try:
@@ -282,8 +288,9 @@ class ChatScreen(Screen):
 
     @on(ReplyDone)
     async def _reply_done(self, event: ReplyDone) -> None:
-        await event.view.finish(event.turn.reply)
-        self._after_turn()
+        await event.view.finish(event.turn.reply)  # a stopped reply shows its "stopped" note
+        if not event.turn.stopped:  # the spec runs passes after a turn that finishes normally
+            self._after_turn()
         await self._turn_over()
 
     @on(ReplyFailed)
@@ -291,7 +298,8 @@ class ChatScreen(Screen):
         error = event.error
         await event.view.finish(None)
         if isinstance(error, ChatError) and error.kind == CANCELLED:
-            event.view.mount(Static("(stopped: this reply was not kept)", classes="note"))
+            # Stopped before any text arrived: there is nothing to keep.
+            event.view.mount(Static("(stopped before the reply began)", classes="note"))
         else:
             await event.view.remove()
             problem, fix = first_run_problem(error)
@@ -314,7 +322,14 @@ class ChatScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_reply":
             return self.replying
+        if action == "earlier":
+            lists = self.query(MessageList)
+            return bool(lists) and lists.first().earlier_count > 0
         return True
+
+    async def action_earlier(self) -> None:
+        """Show the older messages waiting above the list's first view, from their top."""
+        await self.messages.show_earlier(keep_position=False)
 
     # --- compaction ---------------------------------------------------------------------
     def _after_turn(self) -> None:
@@ -501,16 +516,42 @@ class ChatScreen(Screen):
             await self.note(summary, title=f"Rolling summary ({tokens:,} tokens)", markdown=True)
 
     async def slash_model(self, arg: str) -> None:
-        session = self.session
-        u = session.usage()
+        """``/model NAME`` switches the chat model; ``/model`` picks it from a list. The choice
+        is written to config.yaml and the app reloads its clients (as after /settings)."""
+        from hermes_tui.chat.choices import ChoiceError, find_choice
+        from hermes_tui.config import ConfigError
+        from hermes_tui.tui.screens.model_picker import ModelPicker
+
+        app = self.hermes
+        if arg:
+            try:  # scans the HF cache, may ask the endpoint: off the UI thread
+                choice = await asyncio.to_thread(find_choice, arg, app.config.model, app.config_path)
+            except ChoiceError as exc:
+                await self.note(str(exc), title="The chat model was not changed", severity="warning")
+                return
+        else:
+            choice = await app.push_screen_wait(ModelPicker(app.config.model, app.config_path, self._models_now()))
+            if choice is None:
+                return
+        if self.busy:  # switching reopens the session: what is in flight lands in this one first
+            await self.note(f"Switching to {choice.label} once the reply and the passes in flight are done.")
+            while self.busy:
+                await asyncio.sleep(0.1)
+        try:
+            changes = app.use_chat_model(choice)
+        except ConfigError as exc:
+            await self.note(str(exc), title="The chat model was not changed", severity="error")
+            return
+        app.notify(", ".join(f"{key} = {value}" for key, value in changes.items()), title="Chat model set")
+
+    def _models_now(self) -> str:
+        u = self.session.usage()
         window = f"{u['context_limit']:,} tokens ({u['context_source']})" if u["context_limit"] else "resolving …"
-        rows = [
-            ("chat model", getattr(session.chat, "model_name", "") or "(none)"),
+        return columns([
+            ("chat model", getattr(self.session.chat, "model_name", "") or "(none)"),
             ("context window", window),
-            ("compression model", getattr(session.compactor.ctx.summarizer, "model_name", "?")),
-        ]
-        await self.note(columns(rows) + "\n\n/settings changes them; /models downloads MLX models.",
-                        title="Models")
+            ("compression model", getattr(self.session.compactor.ctx.summarizer, "model_name", "?")),
+        ])
 
     def slash_models(self, arg: str) -> None:
         self.hermes.open_tool_screen("models")

@@ -1,7 +1,11 @@
 """The status bar: model, tokens / window, occupancy gauge, passes, and what is running now.
 
 It only shows what it is given (``StatusInfo``); the chat screen decides what that is.
-Colours come from the theme through CSS classes (``-ok``/``-warn``/``-high``).
+Colours come from the theme through component classes (``status-bar--ok`` …).
+
+One widget draws the whole line, so a change (the spinner ten times a second, a text
+of another width) is a repaint of this one row and never a layout pass: a layout pass
+re-arranges every widget on the screen, the whole message list included.
 """
 
 from __future__ import annotations
@@ -10,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.cells import cell_len
-from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.widgets import Label
+from rich.text import Text
+from textual.widget import Widget
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 GAUGE_CELLS = 8
@@ -62,22 +65,38 @@ def level(pct: float | None) -> str:
     return "-high" if pct >= HIGH_AT else "-warn" if pct >= WARN_AT else "-ok"
 
 
-class StatusBar(Horizontal):
+PARTS = ("model", "tokens", "gauge", "passes", "activity")
+MODEL_MIN = 8  # cells the model's name keeps (padding included) when the bar is short of room
+
+
+class StatusBar(Widget):
+    """One row: the model's name (the room left, cut with "…"), then the other parts, each
+    padded by a space either side. ``text(part)`` and ``state(part)`` say what a part
+    shows and its state class (``-ok``, ``-running`` …; "" for none)."""
+
+    COMPONENT_CLASSES = {
+        "status-bar--model", "status-bar--ok", "status-bar--warn", "status-bar--high", "status-bar--unknown",
+        "status-bar--running", "status-bar--failed",
+    }
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.info = StatusInfo()
         self.frame = 0
-        self._texts: dict[str, str] = {}  # what each label shows
-
-    def compose(self) -> ComposeResult:
-        yield Label(id="sb-model", markup=False)
-        yield Label(id="sb-tokens", markup=False)
-        yield Label(id="sb-gauge", markup=False)
-        yield Label(id="sb-passes", markup=False)
-        yield Label(id="sb-activity", markup=False)
+        self._texts: dict[str, str] = dict.fromkeys(PARTS, "")
+        self._states: dict[str, str] = dict.fromkeys(PARTS, "")
 
     def on_mount(self) -> None:
         self.show(self.info)
+
+    def text(self, part: str) -> str:
+        """What ``part`` (one of ``PARTS``) shows."""
+        return self._texts[part]
+
+    def state(self, part: str) -> str:
+        """The state class of ``part``: ``-ok``/``-warn``/``-high``/``-unknown`` (gauge),
+        ``-running``/``-failed`` (activity), "" for none."""
+        return self._states[part]
 
     def tick(self) -> None:
         """Advance the spinner (called on a timer while something runs)."""
@@ -86,30 +105,23 @@ class StatusBar(Horizontal):
 
     def show(self, info: StatusInfo) -> None:
         self.info = info
-        self._set("#sb-model", model_label(info.model))
+        self._set("model", model_label(info.model))
         window = f"{short_tokens(info.window)}" if info.window else "window …"
-        self._set("#sb-tokens", f"{short_tokens(info.tokens)} / {window}")
+        self._set("tokens", f"{short_tokens(info.tokens)} / {window}")
         if info.occupancy_pct is None:
-            gauge_label = self._set("#sb-gauge", f"{'▱' * GAUGE_CELLS}  –")
+            self._set("gauge", f"{'▱' * GAUGE_CELLS}  –", level(None))
         else:
-            gauge_label = self._set("#sb-gauge", f"{gauge(info.occupancy_pct)} {info.occupancy_pct:.0f}%")
-        for name in ("-ok", "-warn", "-high", "-unknown"):
-            gauge_label.set_class(name == level(info.occupancy_pct), name)
+            self._set("gauge", f"{gauge(info.occupancy_pct)} {info.occupancy_pct:.0f}%", level(info.occupancy_pct))
         saved = f" · {short_tokens(info.tokens_saved)} saved" if info.tokens_saved else ""
-        self._set("#sb-passes", f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
+        self._set("passes", f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
         self._show_activity()
 
-    def _set(self, selector: str, text: str) -> Label:
-        """Show ``text`` in a label. A label whose width stays the same is only repainted: a
-        layout pass re-arranges the whole screen, message list included, and the spinner
-        changes ten times a second while anything runs (a long session made each one tens
-        of milliseconds of a blocked event loop, and typing lagged)."""
-        label = self.query_one(selector, Label)
-        old = self._texts.get(selector)
-        if old != text:
-            self._texts[selector] = text
-            label.update(text, layout=old is None or cell_len(old) != cell_len(text))
-        return label
+    def _set(self, part: str, text: str, state: str = "") -> None:
+        """Show ``text`` in ``part``: a repaint of this row, whatever its width (see the module)."""
+        if self._texts[part] != text or self._states[part] != state:
+            self._texts[part] = text
+            self._states[part] = state
+            self.refresh()
 
     def _show_activity(self) -> None:
         info = self.info
@@ -124,6 +136,33 @@ class StatusBar(Horizontal):
             text = f"last: {info.last_outcome}"
         else:
             text = "idle"
-        activity = self._set("#sb-activity", text)
-        activity.set_class(bool(info.activity or info.replying), "-running")
-        activity.set_class(not info.activity and info.last_outcome in FAILED_OUTCOMES, "-failed")
+        state = "-running" if info.activity or info.replying else (
+            "-failed" if info.last_outcome in FAILED_OUTCOMES else "")
+        self._set("activity", text, state)
+
+    def render(self) -> Text:
+        """The parts in a row, as a row of labels would show them: the model's name takes
+        the room the others leave (at least ``MODEL_MIN`` cells); what does not fit is cut
+        at the right edge."""
+        width = self.size.width
+        others = [(f" {self._texts[part]} ", self._part_style(part)) for part in PARTS[1:]]
+        room = max(MODEL_MIN, width - sum(cell_len(text) for text, _ in others)) - 2
+        model = Text(self._texts["model"], no_wrap=True)
+        model.truncate(room, overflow="ellipsis", pad=True)
+        line = Text(no_wrap=True, end="")
+        line.append(" ")
+        line.append_text(model)
+        line.append(" ")
+        line.stylize(self._part_style("model"))
+        for text, style in others:
+            line.append(text, style)
+        line.truncate(width)
+        return line
+
+    def _part_style(self, part: str):
+        if part == "model":
+            return self.get_component_rich_style("status-bar--model")
+        state = self._states[part]
+        if not state:
+            return ""
+        return self.get_component_rich_style(f"status-bar-{state}")
