@@ -241,7 +241,7 @@ class MlxRuntime:
         previous = loaded.prefixes.get(key) if key else None
         if previous is None or not can_trim_prompt_cache(previous.cache):
             return make_prompt_cache(loaded.model), 0
-        common = _common_prefix(previous.tokens, tokens)
+        common = common_prefix(previous.tokens, tokens)
         common = min(common, len(tokens) - 1)  # at least one token must be fed to generate
         held = previous.cache[0].offset
         trim_prompt_cache(previous.cache, held - common)
@@ -258,7 +258,8 @@ class MlxRuntime:
         loaded.prefixes[key] = _PrefixCache(list(tokens), cache)
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share: what a prefix cache can reuse."""
     n = 0
     for x, y in zip(a, b):
         if x != y:
