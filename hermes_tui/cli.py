@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--threshold", type=float, metavar="F", help="compress at this share of the window")
     compact.add_argument("--target-ratio", type=float, metavar="F", help="share of the threshold kept as tail")
     compact.add_argument("--protect-first-n", type=int, metavar="N", help="opening messages never compacted")
+    compact.add_argument("--mode", choices=["merge", "append"], help="micro-compaction mode (compression.micro_compact_mode)")
     compact.add_argument(
         "--turns", choices=TURN_MODES, default="user",
         help="finalize after each user turn (default) or after every agent step",
@@ -171,6 +172,7 @@ def run_compact(args: argparse.Namespace) -> int:
         "compression.threshold": args.threshold,
         "compression.target_ratio": args.target_ratio,
         "compression.protect_first_n": args.protect_first_n,
+        "compression.micro_compact_mode": args.mode,
     })
     if args.context_limit is not None and args.context_limit < 256:
         raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")

@@ -681,3 +681,22 @@ def test_max_tokens_cap_is_honoured(mlx_server):
     report = compactor.micro_pass(conv)
     assert report.fields["failure"] == "cut_off", report.fields
     assert report.fields["completion_tokens"] == MAX_TOKENS
+
+
+def test_compact_mode_flag_reaches_telemetry_and_report(tmp_path):
+    """--mode overrides compression.micro_compact_mode: each pass's telemetry names it, and
+    ``report`` splits where the time went by mode."""
+    path = write_json(tmp_path / "session.json", one_request_session())
+    home = tmp_path / "home"
+    home.mkdir()
+    for mode in ("merge", "append"):
+        proc = run_cli(home, "compact", str(path), *COMPACT, "--turns", "step", "--mode", mode)
+        assert proc.returncode == 0, explain(proc)
+    modes = [r.get("mode") for r in telemetry(home) if r["outcome"] in ("absorbed", "defrag")]
+    assert "merge" in modes and "append" in modes
+    assert modes.index("append") > len(modes) - 1 - modes[::-1].index("merge")  # merge's run first
+    report = run_cli(home, "report")
+    assert report.returncode == 0, explain(report)
+    assert re.search(r"where the time goes\s+\(passes by mode: append \d+, merge \d+\)", report.stdout), report.stdout
+    bad = run_cli(home, "compact", str(path), "--mode", "rewrite")
+    assert bad.returncode == 2 and "--mode" in bad.stderr
