@@ -3,7 +3,9 @@
 Streams ``POST {base_url}/chat/completions`` (llama.cpp's server, Ollama, LM Studio,
 vLLM, ``mlx_lm.server``, a hosted API) with ``stream_options.include_usage`` so the
 server reports token counts in a last chunk. The openai SDK sends the request and
-maps HTTP errors; the event stream itself is read line by line and each chunk is
+maps HTTP errors (``openai_errors.post_chat_completions``, the summarizer's request too:
+the messages go out as the wire-format dicts they already are, without the SDK's
+per-message transform); the event stream itself is read line by line and each chunk is
 checked by hand, because:
 
 * the SDK's ``Stream`` silently stops at the end of the body, so a server that dies
@@ -59,6 +61,7 @@ from ..openai_errors import (
     error_text,
     int_or_none,
     one_line,
+    post_chat_completions,
     snippet,
     status_failure,
 )
@@ -168,15 +171,14 @@ class OpenAIChatClient(ChatClient):
         started = time.perf_counter()
         response = self._send(params)
         try:
-            yield from self._read(response.http_response, started, cancel)
+            yield from self._read(response, started, cancel)
         finally:
             response.close()
 
     def _send(self, params: dict[str, Any]):
-        """Send the request; return the SDK's raw streaming response (headers read)."""
-        manager = self._client.chat.completions.with_streaming_response.create(**params)
+        """Send the request; return the HTTP response (headers read, body unread)."""
         try:
-            return manager.__enter__()
+            return post_chat_completions(self._client, params, stream=True)
         except openai.APIStatusError as exc:
             raise ChatError(*status_failure(self._endpoint, exc)) from exc
         except openai.APITimeoutError as exc:

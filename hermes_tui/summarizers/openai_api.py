@@ -8,10 +8,11 @@ Every failure becomes a ``SummarizerError`` whose kind says what happened and wh
 message is one line that names the endpoint and says what to do, because it ends up in
 the status bar and the log of someone who did not write this code.
 
-The reply is read as plain JSON and checked by hand rather than trusted to the SDK's
-models: the SDK hands back a bare string for a non-JSON body, and leniently builds a
-``ChatCompletion`` from any JSON object, so a proxy's error page or a wrong URL would
-otherwise surface as an ``AttributeError`` deep inside compaction.
+The request goes out through ``openai_errors.post_chat_completions``, as the chat
+model's does. The reply is read as plain JSON and checked by hand rather than trusted
+to the SDK's models: the SDK hands back a bare string for a non-JSON body, and
+leniently builds a ``ChatCompletion`` from any JSON object, so a proxy's error page or
+a wrong URL would otherwise surface as an ``AttributeError`` deep inside compaction.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..openai_errors import (
     connection_failure,
     int_or_none as _int_or_none,
     one_line as _one_line,
+    post_chat_completions,
     snippet as _snippet,
     status_failure,
 )
@@ -88,14 +90,18 @@ class OpenAISummarizer:
         """One non-streaming chat completion at temperature 0."""
         started = time.perf_counter()
         try:
-            raw = self._client.chat.completions.with_raw_response.create(
-                model=self.model,
-                messages=messages,
-                max_tokens=max_tokens,
-                temperature=0,
+            response = post_chat_completions(
+                self._client,
+                {
+                    "model": self.model,
+                    "messages": messages,
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                    "stream": False,
+                },
                 stream=False,
             )
-            body_text = raw.http_response.text
+            body_text = response.text
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except openai.APITimeoutError as exc:

@@ -35,6 +35,7 @@ from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError
 from hermes_tui.transcript import Message
 from hermes_tui.tui import commands
+from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.screens.first_run import first_run_problem
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
@@ -162,6 +163,8 @@ class ChatScreen(Screen):
         self.session.resolve_context_window(lambda limit: self.post_message(WindowResolved()) and None)
         self.refresh_status()
         self.query_one(Composer).focus()
+        # Startup's objects are there for good: out of the collector's way once it is shown.
+        self.call_after_refresh(settle_heap)
 
     def on_unmount(self) -> None:
         if self._cancel is not None:
