@@ -520,6 +520,9 @@ def test_cli_ctrl_c_cancels_and_the_same_command_resumes(hub_env, tiny_repo):
     process = subprocess.Popen(
         [*CLI, "models", "pull", REPO], env=hub_env.env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A test run started in the background (`cmd &` in a script) ignores SIGINT, and
+        # children inherit that: give the CLI the default a terminal gives it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     weights = tiny_repo.etag("model.safetensors")
     blob = hub_env.cache / "models--tiny--model-4bit" / "blobs" / f"{weights}.incomplete"
