@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -16,7 +17,25 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 
 from hermes_tui.store import StoreError
 
-__all__ = ["ConfirmDialog", "ExportDialog", "ExportFormat", "TextPromptDialog"]
+__all__ = ["ConfirmDialog", "ExportDialog", "ExportFormat", "FormDialog", "TextPromptDialog"]
+
+ResultT = TypeVar("ResultT")
+
+
+class FormDialog(ModalScreen[ResultT]):
+    """A dialog with fields, an ``#error`` line and a ``#cancel`` button: Escape or Cancel
+    dismisses with None; ``_error`` shows what is wrong and keeps the dialog open."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def _error(self, text: str) -> None:
+        error = self.query_one("#error", Static)
+        error.update(text)
+        error.add_class("-shown")
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -143,7 +162,7 @@ class ExportFormat:
     suffix: str  # ".md", ".csv", ...
 
 
-class ExportDialog(ModalScreen[Path | None]):
+class ExportDialog(FormDialog[Path | None]):
     """Pick a format (and an option), name a new file, export. Dismisses with the path written, or None.
 
     ``write(fmt, path, option)`` writes ``path`` without overwriting (open mode "x") and
@@ -176,8 +195,6 @@ class ExportDialog(ModalScreen[Path | None]):
         #buttons Button { margin-left: 2; }
     }
     """
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(
         self,
@@ -253,12 +270,3 @@ class ExportDialog(ModalScreen[Path | None]):
             self._error(str(exc))
             return
         self.dismiss(written)
-
-    def _error(self, text: str) -> None:
-        error = self.query_one("#error", Static)
-        error.update(text)
-        error.add_class("-shown")
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)

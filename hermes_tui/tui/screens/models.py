@@ -29,14 +29,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message as UIMessage
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, ProgressBar, Static
 
 from hermes_tui import hub
 from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.logs import get_logger
 from hermes_tui.models_cli import format_bytes, format_duration
-from hermes_tui.tui.screens.dialogs import ConfirmDialog
+from hermes_tui.tui.screens.dialogs import ConfirmDialog, FormDialog
 
 __all__ = ["ImportDialog", "ModelsScreen"]
 
@@ -86,7 +86,7 @@ class ImportRequest:
 # --- the import dialog --------------------------------------------------------------------
 
 
-class ImportDialog(ModalScreen[ImportRequest | None]):
+class ImportDialog(FormDialog[ImportRequest | None]):
     """Ask for a GGUF file or an MLX folder, and an optional name. Checks the path exists."""
 
     DEFAULT_CSS = """
@@ -110,8 +110,6 @@ class ImportDialog(ModalScreen[ImportRequest | None]):
         #buttons Button { margin-left: 2; }
     }
     """
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as dialog:
@@ -143,15 +141,6 @@ class ImportDialog(ModalScreen[ImportRequest | None]):
             return
         name = self.query_one("#name", Input).value.strip() or None
         self.dismiss(ImportRequest(path, name))
-
-    def _error(self, text: str) -> None:
-        error = self.query_one("#error", Static)
-        error.update(text)
-        error.add_class("-shown")
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 # --- the screen ---------------------------------------------------------------------------
