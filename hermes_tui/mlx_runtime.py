@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+DEVICE_POLL_S = 0.05  # how often a generation waiting for the device looks at its cancel event
+
 MISSING_MODEL_HELP = (
     "download it first (e.g. `hf download {name}` on a machine with network access), "
     "or point the config at a local MLX model folder"
@@ -177,15 +179,22 @@ class MlxRuntime:
         tokens = self.prompt_tokens(loaded, messages)
         self.waiting += 1
         try:
-            acquired = self._device.acquire(timeout=timeout if timeout else -1)
+            self._wait_for_device(deadline, cancel, timeout)
         finally:
             self.waiting -= 1
-        if not acquired:
-            raise GenerationAborted("timeout", f"waited {timeout:.0f} s for the model to be free")
         try:
             return self._generate_locked(loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started)
         finally:
             self._device.release()
+
+    def _wait_for_device(self, deadline: float | None, cancel, timeout: float | None) -> None:
+        """Take the device; while another generation holds it, give up as soon as the
+        caller cancels (a stopped reply must not wait for a pass to end) or the deadline passes."""
+        while not self._device.acquire(timeout=DEVICE_POLL_S):
+            if cancel is not None and cancel.is_set():
+                raise GenerationAborted("cancelled", "generation cancelled while waiting for the model")
+            if deadline is not None and time.perf_counter() > deadline:
+                raise GenerationAborted("timeout", f"waited {timeout or 0:.0f} s for the model to be free")
 
     def _generate_locked(self, loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started):
         import mlx.core as mx

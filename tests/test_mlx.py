@@ -217,3 +217,47 @@ def test_generation_aborted_frees_the_prefix(tiny_model):
     with pytest.raises(GenerationAborted):
         runtime.generate(loaded, CHAT, max_tokens=5, cache_key="x", cancel=cancel)
     assert "x" not in loaded.prefixes and not runtime.busy
+
+
+def test_a_queued_generation_stops_waiting_when_cancelled(runtime, tiny_model):
+    """A reply stopped while a pass holds the device ends at once, not when the pass ends."""
+    loaded = runtime.load(str(tiny_model.fp32))
+    holder_started = threading.Event()
+    holder_cancel = threading.Event()
+    holder = threading.Thread(target=lambda: _generate_until_cancelled(runtime, loaded, holder_started, holder_cancel))
+    holder.start()
+    try:
+        assert holder_started.wait(60), "the first generation never produced text"
+        queued_cancel = threading.Event()
+        outcome: dict = {}
+
+        def queued() -> None:
+            try:
+                runtime.generate(loaded, CHAT, max_tokens=8, cancel=queued_cancel)
+            except GenerationAborted as exc:
+                outcome["reason"] = exc.reason
+            outcome["ended"] = time.perf_counter()
+
+        waiter = threading.Thread(target=queued)
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while runtime.waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert runtime.waiting == 1 and runtime.busy
+        cancelled_at = time.perf_counter()
+        queued_cancel.set()
+        waiter.join(10)
+        assert outcome.get("reason") == "cancelled"
+        assert outcome["ended"] - cancelled_at < 1.0
+        assert holder.is_alive() and runtime.busy  # the other generation went on
+    finally:
+        holder_cancel.set()
+        holder.join(30)
+    assert not runtime.busy and runtime.waiting == 0
+
+
+def _generate_until_cancelled(runtime, loaded, started: threading.Event, cancel: threading.Event) -> None:
+    try:
+        runtime.generate(loaded, CHAT, max_tokens=100_000, cancel=cancel, on_text=lambda _: started.set())
+    except GenerationAborted:
+        pass
