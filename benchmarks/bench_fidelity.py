@@ -313,12 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     text.append(f"\n  ({len(paths) * 4} replays in {replay_s:.1f} s)")
 
     if not args.no_tiny:
-        from hermes_tui.eval_cli import off_main_thread
-
         target = next((p for p in paths if "msa2" in p.name), paths[0])
-        # Off the main thread, as in the app: MLX aborts at exit when a process generated
-        # on the main thread and then on another (the chat client's worker).
-        lines, figures = off_main_thread(tiny_mechanics, target, args.tiny_steps)
+        lines, figures = tiny_mechanics(target, args.tiny_steps)
         text += [""] + lines
         document["tiny"] = figures
     print(json.dumps(document, indent=1) if args.json else "\n".join(text))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from pathlib import Path
 
 from hermes_tui.compaction.micro import MODES
@@ -64,33 +63,10 @@ def run_eval(args: argparse.Namespace) -> int:
 
         import_mlx_on_main_thread()
     try:
-        return off_main_thread(_run_eval, args)
+        return _run_eval(args)
     except EvalError as exc:
         print(f"hermes-tui: {exc}", file=sys.stderr)
         return 2
-
-
-def off_main_thread(fn, *args):
-    """``fn(*args)`` on a worker thread, its exception re-raised here.
-
-    As in the app, MLX work never runs on the main thread: a process that generated
-    with MLX on the main thread and then on another (the chat client's worker, for
-    --probe) aborts at exit ("terminate called without an active exception").
-    """
-    outcome: dict = {}
-
-    def work() -> None:
-        try:
-            outcome["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=work, name="hermes-eval", daemon=True)  # Ctrl-C still ends the process
-    worker.start()
-    worker.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 def _run_eval(args: argparse.Namespace) -> int:

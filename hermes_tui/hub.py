@@ -81,8 +81,7 @@ IMPORT_HINT = "to use a model you have elsewhere: hermes-tui models import PATH"
 
 # The files an MLX model folder needs: mlx_lm.utils.DEFAULT_ALLOW_PATTERNS, which
 # resolve_model_path passes to snapshot_download (tests check the two agree). Copied,
-# not imported: importing mlx_lm in a worker thread (where downloads run) makes the
-# process abort at exit ("terminate called without an active exception").
+# not imported: a download needs nothing else of mlx_lm, whose import takes seconds.
 ALLOW_PATTERNS = [
     "*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model", "*.txt",
     "*.jsonl", "*.jinja",
