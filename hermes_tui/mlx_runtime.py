@@ -6,21 +6,33 @@ never run at the same time. Each caller role keeps its own prompt cache: the
 tokens of its last prompt and their KV cache, so the next call prefills only the
 part of its prompt that changed (for a pass: everything after the static
 instructions; for the chat: the new turn).
+
+All MLX work of a runtime (loading, generation, trimming the caches, freeing them)
+runs on one long-lived thread it owns, "hermes-mlx", in the order it was asked
+for; callers on any thread block until their job has run. MLX keeps per-thread
+state (mlx_lm's generation stream is thread-local) that outlives the thread: every
+Python thread that generated left about two OS threads behind for good (40 → 90
+after 40 replies), so generating on the callers' short-lived threads leaked a
+little with every reply and every pass.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
+import logging
 import sys
 import threading
 import time
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-DEVICE_POLL_S = 0.05  # how often a generation waiting for the device looks at its cancel event
+THREAD_NAME = "hermes-mlx"
+POLL_S = 0.05       # how often a caller whose job waits in the queue looks at its cancel event
+EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
 
 MISSING_MODEL_HELP = (
     "download it first (e.g. `hf download {name}` on a machine with network access), "
@@ -31,9 +43,13 @@ MISSING_MODEL_HELP = (
 def import_mlx_on_main_thread() -> None:
     """Import mlx_lm now, on the calling (main) thread.
 
-    MLX generation runs in worker threads; a process whose first import of mlx_lm
-    happened on a worker thread aborts at exit ("terminate called without an active
-    exception"). Every entry point that will generate with MLX calls this first.
+    MLX work runs on the runtime's own thread ("hermes-mlx"). When generation still
+    ran on the callers' threads, a process whose first import of mlx_lm happened on
+    one of them was seen to abort at exit ("terminate called without an active
+    exception"; likely the thread-local destructors described at ``_MlxThread``).
+    Not reproduced with the tiny model (0 in 16 runs either way); kept as a
+    precaution: every entry point that will generate with MLX calls this first, so
+    MLX's static state is set up on the main thread.
     """
     import mlx_lm  # noqa: F401
 
@@ -106,22 +122,231 @@ def resolve_model_path(name: str) -> Path:
         raise ModelUnavailable(f"model {name} is not in the local Hugging Face cache: " + MISSING_MODEL_HELP.format(name=name)) from None
 
 
+_QUEUED, _RUNNING, _DONE = "queued", "running", "done"
+
+
+class MlxJob:
+    """One piece of work queued for a runtime's MLX thread: a handle to wait on.
+
+    A job still in the queue when its ``cancel`` is set or its deadline passes is
+    dropped there and ends with GenerationAborted at once: it never waits for the
+    device. Once running, a generation checks both itself at every token.
+    """
+
+    def __init__(
+        self, worker: "_MlxThread", fn: Callable[[], Any], *, generation: bool = False,
+        cancel: Any = None, deadline: float | None = None, timeout: float | None = None,
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        self._worker = worker
+        self._fn = fn
+        self.generation = generation  # counted in ``waiting`` while queued
+        self.cancel = cancel          # anything with ``is_set()``
+        self.deadline = deadline      # time.perf_counter() value
+        self.timeout = timeout
+        self.on_done = on_done        # called once, when the job ends (on whichever thread ends it)
+        self.state = _QUEUED
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    def expire(self) -> bool:
+        """Drop the job if it is still queued and cancelled or past its deadline; True when done."""
+        if self.state == _QUEUED:
+            if self.cancel is not None and self.cancel.is_set():
+                self._worker.drop(self, GenerationAborted("cancelled", "generation cancelled"))
+            elif self.deadline is not None and time.perf_counter() > self.deadline:
+                self._worker.drop(self, GenerationAborted(
+                    "timeout", f"waited {self.timeout or 0:.0f} s for the model to be free"))
+        return self.done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job has ended (or ``timeout`` s passed); True when it has."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.expire():
+            step = None if self.cancel is None and self.deadline is None else POLL_S
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                step = left if step is None else min(step, left)
+            self.done.wait(step)
+        return True
+
+    def result(self) -> Any:
+        """Wait for the job; its return value, or the exception it raised."""
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def _run(self) -> None:
+        try:
+            self.value = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            self.error = exc
+        self._fn = None  # drop what the closure holds (prompt, on_text, …)
+
+    def _finish(self) -> None:
+        self.state = _DONE
+        self.done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done()
+            except Exception:  # noqa: BLE001 - a caller's callback must not end the MLX thread
+                logging.getLogger(__name__).exception("on_done callback of an MLX job failed")
+
+
+class _MlxThread:
+    """The one thread that runs a runtime's MLX work, jobs in the order they came.
+
+    The thread never ends. A Python thread that used MLX runs MLX's thread-local
+    destructors when it ends, and they take the GIL: if that happens while the
+    interpreter is shutting down the process aborts ("terminate called without an
+    active exception"; seen with a core dump, a Python thread ending in
+    ``__call_tls_dtors`` → ``PyGILState_Ensure`` → ``pthread_exit``). So a runtime
+    that is collected hands its thread to the next runtime instead (``_take_thread``),
+    and at exit the thread is left parked, holding no Python state.
+
+    Kept apart from ``MlxRuntime`` so the thread holds no reference to the runtime.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wakeup = threading.Condition(self.lock)
+        self.queue: deque[MlxJob] = deque()
+        self.thread: threading.Thread | None = None
+        self.current: MlxJob | None = None
+        self.waiting = 0       # generations in the queue
+        self.closing = False   # at exit: the running generation stops, new jobs are refused
+
+    def on_thread(self) -> bool:
+        return self.thread is not None and threading.current_thread() is self.thread
+
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def submit(self, job: MlxJob, *, at_exit: bool = False) -> MlxJob:
+        if self.on_thread():  # asked from a job (e.g. from on_text): run it now, not behind itself
+            job.state = _RUNNING
+            job._run()
+            job._finish()
+            return job
+        with self.lock:
+            if self.closing and not at_exit:
+                raise GenerationAborted("cancelled", "the MLX runtime is shutting down")
+            if not self.alive():
+                self.thread = threading.Thread(target=self._serve, name=THREAD_NAME, daemon=True)
+                self.thread.start()
+            self.queue.append(job)
+            if job.generation:
+                self.waiting += 1
+            self.wakeup.notify()
+        return job
+
+    def drop(self, job: MlxJob, error: BaseException) -> None:
+        """End a job that is still queued, with ``error``; nothing if it has started."""
+        with self.lock:
+            if job.state != _QUEUED:
+                return
+            self.queue.remove(job)
+            if job.generation:
+                self.waiting -= 1
+            job.error = error
+            job.state = _DONE
+        job._finish()
+
+    def _serve(self) -> None:
+        while True:
+            with self.lock:
+                while not self.queue:
+                    self.wakeup.wait()
+                job = self.queue[0]
+            job.expire()  # cancelled while queued, with nobody polling it: dropped now
+            with self.lock:
+                if job.state != _QUEUED:
+                    continue
+                self.queue.popleft()
+                if job.generation:
+                    self.waiting -= 1
+                job.state = _RUNNING
+                self.current = job
+            try:
+                job._run()
+            finally:
+                with self.lock:
+                    self.current = None
+                job._finish()  # after ``current`` is cleared: a returned caller sees the device free
+            del job
+
+
+_IDLE: list[_MlxThread] = []  # the threads of collected runtimes, for the next runtime
+_IDLE_LOCK = threading.Lock()
+
+
+def _take_thread() -> _MlxThread:
+    with _IDLE_LOCK:
+        return _IDLE.pop() if _IDLE else _MlxThread()
+
+
+def _park_thread(worker: _MlxThread) -> None:
+    """A collected runtime's thread: idle (its jobs held the runtime), kept for reuse."""
+    with _IDLE_LOCK:
+        _IDLE.append(worker)
+
+
 class MlxRuntime:
-    """Process-wide: use ``MlxRuntime.shared()``."""
+    """Process-wide: use ``MlxRuntime.shared()``.
+
+    Every MLX call runs on the runtime's own thread (see the module docstring); the
+    public methods may be called from any thread and block until their job has run.
+    """
 
     _shared: "MlxRuntime | None" = None
 
     def __init__(self) -> None:
         self._models: dict[Path, LoadedModel] = {}
-        self._load_lock = threading.Lock()
-        self._device = threading.Lock()
-        self.waiting = 0  # callers queued behind a running generation (the UI shows it)
+        self._models_lock = threading.Lock()
+        self._mlx = _take_thread()
+        weakref.finalize(self, _park_thread, self._mlx).atexit = False
         _RUNTIMES.add(self)
 
     def release(self) -> None:
-        """Forget every loaded model and its prefix caches (the next call loads again)."""
-        with self._load_lock:
+        """Forget every loaded model and its prefix caches (the next call loads again).
+
+        The arrays are freed on the MLX thread, after the generation running now."""
+        if self._mlx.alive() and not self._mlx.on_thread():
+            self._call(self._forget_models)
+        else:
+            self._forget_models()
+
+    def _forget_models(self) -> None:
+        with self._models_lock:
             self._models.clear()
+
+    def _free_arrays(self) -> None:
+        import mlx.core as mx
+
+        self._forget_models()
+        gc.collect()  # models and KV caches sit in reference cycles
+        mx.synchronize()
+
+    def _shut_down(self, wait: float) -> bool:
+        """At exit: stop the running generation (at its next token), drop the queued jobs,
+        refuse new ones and free every array on the MLX thread, which then stays parked.
+
+        True when the arrays were freed within ``wait`` seconds."""
+        worker = self._mlx
+        with worker.lock:
+            worker.closing = True
+            queued = list(worker.queue)
+        for job in queued:
+            worker.drop(job, GenerationAborted("cancelled", "the MLX runtime is shutting down"))
+        if not worker.alive():
+            self._forget_models()
+            return True
+        freed = worker.submit(MlxJob(worker, self._free_arrays), at_exit=True)
+        return freed.wait(wait)  # False: still busy (a long prefill step), its arrays stay
 
     @classmethod
     def shared(cls) -> "MlxRuntime":
@@ -131,14 +356,30 @@ class MlxRuntime:
 
     @property
     def busy(self) -> bool:
-        return self._device.locked()
+        """Work is running on the MLX thread or queued for it."""
+        return self._mlx.current is not None or bool(self._mlx.queue)
+
+    @property
+    def waiting(self) -> int:
+        """Generations queued behind the running one (the UI shows it)."""
+        return self._mlx.waiting
 
     def load(self, name: str) -> LoadedModel:
         path = resolve_model_path(name).resolve()
-        with self._load_lock:
-            if path not in self._models:
-                self._models[path] = self._load(name, path)
-            return self._models[path]
+        with self._models_lock:
+            loaded = self._models.get(path)
+        return loaded if loaded is not None else self._call(lambda: self._load_once(name, path))
+
+    def _load_once(self, name: str, path: Path) -> LoadedModel:
+        with self._models_lock:  # loads run one after the other: the first one fills it
+            if path in self._models:
+                return self._models[path]
+        loaded = self._load(name, path)
+        with self._models_lock:
+            return self._models.setdefault(path, loaded)
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        return self._mlx.submit(MlxJob(self._mlx, fn)).result()
 
     def _load(self, name: str, path: Path) -> LoadedModel:
         import mlx.core as mx
@@ -169,43 +410,60 @@ class MlxRuntime:
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> GenerationStats:
-        """Run one generation; ``on_text`` receives each text segment as it is decoded.
+        """Run one generation; ``on_text`` receives each text segment as it is decoded
+        (on the MLX thread).
 
         Blocks while another generation holds the device. Raises GenerationAborted on
-        cancel or timeout (the timeout counts from the call, waiting included).
+        cancel or timeout (the timeout counts from the call, waiting included); a
+        cancel while waiting for the device returns at once.
+        """
+        return self.start_generation(
+            loaded, messages, max_tokens=max_tokens, cache_key=cache_key, stop=stop,
+            timeout=timeout, cancel=cancel, on_text=on_text,
+        ).result()
+
+    def start_generation(
+        self,
+        loaded: LoadedModel,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        cache_key: str | None = None,
+        stop: list[str] | None = None,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_done: Callable[[], None] | None = None,
+    ) -> MlxJob:
+        """``generate`` without waiting: queue it and return its job (``result()`` waits).
+
+        ``on_done`` is called once when the job ends, after its last ``on_text``.
         """
         started = time.perf_counter()
         deadline = started + timeout if timeout else None
-        tokens = self.prompt_tokens(loaded, messages)
-        self.waiting += 1
-        try:
-            self._wait_for_device(deadline, cancel, timeout)
-        finally:
-            self.waiting -= 1
-        try:
-            return self._generate_locked(loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started)
-        finally:
-            self._device.release()
+        tokens = self.prompt_tokens(loaded, messages)  # the tokenizer only: no MLX
+        worker = self._mlx
 
-    def _wait_for_device(self, deadline: float | None, cancel, timeout: float | None) -> None:
-        """Take the device; while another generation holds it, give up as soon as the
-        caller cancels (a stopped reply must not wait for a pass to end) or the deadline passes."""
-        while not self._device.acquire(timeout=DEVICE_POLL_S):
-            if cancel is not None and cancel.is_set():
-                raise GenerationAborted("cancelled", "generation cancelled while waiting for the model")
-            if deadline is not None and time.perf_counter() > deadline:
-                raise GenerationAborted("timeout", f"waited {timeout or 0:.0f} s for the model to be free")
+        def run() -> GenerationStats:
+            return self._generate_now(loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started)
 
-    def _generate_locked(self, loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started):
+        return worker.submit(MlxJob(
+            worker, run, generation=True, cancel=cancel, deadline=deadline, timeout=timeout, on_done=on_done,
+        ))
+
+    def _generate_now(self, loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started):
         import mlx.core as mx
         from mlx_lm import stream_generate
 
+        worker = self._mlx
+
         def check(*_: Any) -> None:
-            if cancel is not None and cancel.is_set():
+            if (cancel is not None and cancel.is_set()) or worker.closing:
                 raise GenerationAborted("cancelled", "generation cancelled")
             if deadline is not None and time.perf_counter() > deadline:
                 raise GenerationAborted("timeout", f"generation took longer than {deadline - started:.0f} s")
 
+        check()
         cache, reused = self._reuse_prefix(loaded, cache_key, tokens)
         mx.reset_peak_memory()
         text, finish, response = "", "length", None
@@ -293,11 +551,15 @@ def _free_mlx_arrays_before_exit() -> None:
     the interpreter's last collection, after MLX's own static state is gone, and the
     process aborts at exit ("terminate called without an active exception") about
     one run in three. Measured: 10 aborts in 24 runs without this, 0 in 24 with it.
+    A generation still running at exit (a daemon thread's) is stopped at its next
+    token first: left running into the interpreter's shutdown it aborted the process
+    every time (16 in 16 runs; 0 in 16 with this). The release runs as a job on each
+    runtime's MLX thread, which then stays parked (see ``_MlxThread``: ending it here
+    aborted ~1 pytest run in 15); a runtime still busy after EXIT_WAIT_S keeps its arrays.
     """
     if "mlx.core" not in sys.modules:
         return
     for runtime in list(_RUNTIMES):
-        if not runtime.busy:  # a generation still running at exit keeps its arrays
-            runtime.release()
+        runtime._shut_down(EXIT_WAIT_S)
     gc.collect()
     sys.modules["mlx.core"].synchronize()

@@ -219,6 +219,157 @@ def test_generation_aborted_frees_the_prefix(tiny_model):
     assert "x" not in loaded.prefixes and not runtime.busy
 
 
+# --- the runtime's own MLX thread ---------------------------------------------------------
+
+
+def os_threads() -> int:
+    """The process's OS threads (MLX's own threads are invisible to ``threading``)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts /proc/self/task (Linux)")
+def test_generations_from_fresh_threads_do_not_leave_os_threads_behind(tiny_model):
+    # Generating on each caller's thread left ~2 OS threads behind per thread, for good
+    # (MLX keeps per-thread streams): +60 here. On the runtime's one thread: flat.
+    runtime = MlxRuntime()
+    loaded = runtime.load(str(tiny_model.fp32))
+    ran_on: set[str] = set()
+
+    def once() -> None:
+        runtime.generate(loaded, CHAT, max_tokens=8, on_text=lambda _: ran_on.add(threading.current_thread().name))
+
+    def in_a_fresh_thread() -> None:
+        thread = threading.Thread(target=once)
+        thread.start()
+        thread.join()
+
+    in_a_fresh_thread()  # the first generation creates MLX's threads for the runtime's thread
+    before = os_threads()
+    for _ in range(30):
+        in_a_fresh_thread()
+    assert os_threads() - before <= 3
+    assert ran_on == {"hermes-mlx"}
+
+
+class HeldDevice:
+    """A generation running on ``runtime`` that holds the device until ``close``."""
+
+    def __init__(self, runtime: MlxRuntime, loaded) -> None:
+        self.holding, self.gate, self.stop = threading.Event(), threading.Event(), threading.Event()
+
+        def hold(_text: str) -> None:
+            self.holding.set()
+            self.gate.wait(30)
+
+        def run() -> None:
+            with pytest.raises(GenerationAborted):
+                runtime.generate(loaded, CHAT, max_tokens=5000, cancel=self.stop, on_text=hold)
+
+        self.thread = threading.Thread(target=run)
+        self.thread.start()
+        assert self.holding.wait(30), "the holding generation never produced text"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.gate.set()
+        self.thread.join(30)
+
+
+def in_a_thread(call):
+    """Run ``call`` in a new thread; a dict that gets its "error" (or "value") and "seconds"."""
+    outcome: dict = {}
+
+    def run() -> None:
+        started = time.perf_counter()
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - examined by the test
+            outcome["error"] = exc
+        outcome["seconds"] = time.perf_counter() - started
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def wait_for(predicate, what: str, limit: float = 10.0) -> None:
+    end = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < end, what
+        time.sleep(0.005)
+
+
+def test_a_queued_generation_ends_at_once_on_cancel_or_timeout(tiny_model):
+    runtime = MlxRuntime()
+    loaded = runtime.load(str(tiny_model.fp32))
+    held = HeldDevice(runtime, loaded)
+    try:
+        # cancelled while waiting for the device
+        cancel = threading.Event()
+        thread, outcome = in_a_thread(lambda: runtime.generate(loaded, CHAT, max_tokens=5, cancel=cancel))
+        wait_for(lambda: runtime.waiting == 1, "the generation never queued")
+        cancel.set()
+        cancelled_at = time.perf_counter()
+        thread.join(5)
+        assert time.perf_counter() - cancelled_at < 1
+        assert isinstance(outcome["error"], GenerationAborted) and outcome["error"].reason == "cancelled"
+        assert runtime.waiting == 0 and runtime.busy  # the holding one still runs
+
+        # its timeout counts the time spent waiting
+        thread, outcome = in_a_thread(lambda: runtime.generate(loaded, CHAT, max_tokens=5, timeout=0.3))
+        thread.join(5)
+        assert isinstance(outcome["error"], GenerationAborted) and outcome["error"].reason == "timeout"
+        assert outcome["seconds"] < 1.3 and runtime.waiting == 0
+
+        # a chat reply waiting behind the device, stopped by its user
+        client = MlxChatClient(str(tiny_model.fp32), runtime=runtime)
+        cancel = threading.Event()
+        thread, outcome = in_a_thread(lambda: list(client.stream(CHAT, max_tokens=5, cancel=cancel)))
+        wait_for(lambda: runtime.waiting == 1, "the reply never queued")
+        cancel.set()
+        cancelled_at = time.perf_counter()
+        thread.join(5)
+        assert time.perf_counter() - cancelled_at < 1
+        assert isinstance(outcome["error"], ChatError) and outcome["error"].kind == CANCELLED
+    finally:
+        held.close()
+    assert not held.thread.is_alive() and not runtime.busy
+    assert runtime.generate(loaded, CHAT, max_tokens=3).completion_tokens == 3  # the queue still runs
+
+
+EXIT_SCRIPT = """
+import sys, threading
+from hermes_tui.mlx_runtime import MlxRuntime
+runtime, model = MlxRuntime(), sys.argv[1]
+chat = [{"role": "user", "content": "hello"}]
+def reply(max_tokens, on_text=None):
+    try:
+        runtime.generate(runtime.load(model), chat, max_tokens=max_tokens, cache_key="chat", on_text=on_text)
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+threads = [threading.Thread(target=reply, args=(8,)) for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+started = threading.Event()
+threading.Thread(target=reply, args=(100_000, lambda _: started.set()), daemon=True).start()
+assert started.wait(60)
+print("exiting mid-generation", flush=True)
+"""
+
+
+def test_the_process_exits_cleanly_even_mid_generation(tiny_model, tmp_path):
+    # MLX used from several threads, then exit while a daemon thread's generation runs:
+    # before the runtime stopped it and freed the arrays at exit, this aborted every time
+    # ("terminate called without an active exception", exit code 134).
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(tiny_model.fp32)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "exiting mid-generation" in proc.stdout and "GenerationAborted" in proc.stdout
+
+
 def test_a_queued_generation_stops_waiting_when_cancelled(runtime, tiny_model):
     """A reply stopped while a pass holds the device ends at once, not when the pass ends."""
     loaded = runtime.load(str(tiny_model.fp32))

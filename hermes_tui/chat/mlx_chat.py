@@ -1,9 +1,10 @@
 """The conversation model in-process on MLX, behind the ChatClient interface.
 
-Generation runs on its own thread (MLX work never runs on the caller's, which may
-be a UI worker) and hands text segments over a queue, so ``stream`` yields as
-tokens are decoded and a cancel takes effect at the next token. The chat keeps
-its own prefix cache: a follow-up turn prefills only the new messages.
+Generation runs on the runtime's MLX thread (never on the caller's, which may be a
+UI worker), which hands text segments over a queue, so ``stream`` yields as tokens
+are decoded and a cancel takes effect at the next token (or at once, while the reply
+still waits for the device). The chat keeps its own prefix cache: a follow-up turn
+prefills only the new messages.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Iterator
 from hermes_tui.chat.client import (
     CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, Usage,
 )
-from hermes_tui.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
+from hermes_tui.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE
 
 CACHE_KEY = "chat"
@@ -47,46 +48,47 @@ class MlxChatClient(ChatClient):
         except ModelUnavailable as exc:
             raise ChatError(UNAVAILABLE, str(exc)) from None
         abandoned = threading.Event()  # set when the consumer stops reading early
-        stop_when = _Either(cancel, abandoned)
         events: queue.Queue = queue.Queue()
-
-        def work() -> None:
-            try:
-                stats = self.runtime.generate(
-                    loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, stop=stop,
-                    timeout=self.timeout, cancel=stop_when, on_text=lambda text: events.put(ChatDelta(text)),
-                )
-                events.put(stats)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                events.put(exc)
-            finally:
-                events.put(_END)
-
-        worker = threading.Thread(target=work, name="hermes-mlx-chat", daemon=True)
-        worker.start()
         try:
-            while (item := events.get()) is not _END:
-                if isinstance(item, ChatDelta):
-                    yield item
-                elif isinstance(item, GenerationAborted):
-                    kind = CANCELLED if item.reason == "cancelled" else TIMEOUT
-                    raise ChatError(kind, f"MLX model {self.model_name}: {item}")
-                elif isinstance(item, BaseException):
-                    raise ChatError(UNAVAILABLE, f"MLX model {self.model_name}: {type(item).__name__}: {item}")
-                else:
-                    yield ChatDone(item.text, Usage(
-                        prompt_tokens=item.prompt_tokens,
-                        completion_tokens=item.completion_tokens,
-                        cached_tokens=item.cached_tokens,
-                        prompt_tps=item.prompt_tps,
-                        generation_tps=item.generation_tps,
-                        peak_memory_gb=item.peak_memory_gb,
-                        finish_reason=item.finish_reason,
-                        duration_s=item.duration_s,
-                    ))
+            job = self.runtime.start_generation(
+                loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, stop=stop,
+                timeout=self.timeout, cancel=_Either(cancel, abandoned),
+                on_text=lambda text: events.put(ChatDelta(text)), on_done=lambda: events.put(_END),
+            )
+        except GenerationAborted as exc:  # the runtime is shutting down
+            raise ChatError(CANCELLED, f"MLX model {self.model_name}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - e.g. the chat template failed
+            raise ChatError(UNAVAILABLE, f"MLX model {self.model_name}: {type(exc).__name__}: {exc}") from None
+        try:
+            while True:
+                try:
+                    item = events.get(timeout=POLL_S)
+                except queue.Empty:
+                    job.expire()  # cancelled or timed out while still queued: ends now
+                    continue
+                if item is _END:
+                    break
+                yield item
+            try:
+                stats = job.result()
+            except GenerationAborted as exc:
+                kind = CANCELLED if exc.reason == "cancelled" else TIMEOUT
+                raise ChatError(kind, f"MLX model {self.model_name}: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - anything MLX raised
+                raise ChatError(UNAVAILABLE, f"MLX model {self.model_name}: {type(exc).__name__}: {exc}") from None
+            yield ChatDone(stats.text, Usage(
+                prompt_tokens=stats.prompt_tokens,
+                completion_tokens=stats.completion_tokens,
+                cached_tokens=stats.cached_tokens,
+                prompt_tps=stats.prompt_tps,
+                generation_tps=stats.generation_tps,
+                peak_memory_gb=stats.peak_memory_gb,
+                finish_reason=stats.finish_reason,
+                duration_s=stats.duration_s,
+            ))
         finally:
             abandoned.set()
-            worker.join()
+            job.wait()  # the device is free again when the stream is closed
 
 
 class _Either:
