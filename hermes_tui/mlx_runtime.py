@@ -398,29 +398,14 @@ class MlxRuntime:
         text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(loaded.tokenizer.encode(text, add_special_tokens=False))
 
-    def generate(
-        self,
-        loaded: LoadedModel,
-        messages: list[dict[str, Any]],
-        *,
-        max_tokens: int,
-        cache_key: str | None = None,
-        stop: list[str] | None = None,
-        timeout: float | None = None,
-        cancel: threading.Event | None = None,
-        on_text: Callable[[str], None] | None = None,
-    ) -> GenerationStats:
-        """Run one generation; ``on_text`` receives each text segment as it is decoded
-        (on the MLX thread).
+    def generate(self, loaded: LoadedModel, messages: list[dict[str, Any]], **options: Any) -> GenerationStats:
+        """Run one generation and wait for it: ``start_generation(...).result()`` (same options).
 
         Blocks while another generation holds the device. Raises GenerationAborted on
         cancel or timeout (the timeout counts from the call, waiting included); a
         cancel while waiting for the device returns at once.
         """
-        return self.start_generation(
-            loaded, messages, max_tokens=max_tokens, cache_key=cache_key, stop=stop,
-            timeout=timeout, cancel=cancel, on_text=on_text,
-        ).result()
+        return self.start_generation(loaded, messages, **options).result()
 
     def start_generation(
         self,
@@ -435,8 +420,9 @@ class MlxRuntime:
         on_text: Callable[[str], None] | None = None,
         on_done: Callable[[], None] | None = None,
     ) -> MlxJob:
-        """``generate`` without waiting: queue it and return its job (``result()`` waits).
+        """Queue one generation and return its job (``result()`` waits for it).
 
+        ``on_text`` receives each text segment as it is decoded (on the MLX thread);
         ``on_done`` is called once when the job ends, after its last ``on_text``.
         """
         started = time.perf_counter()
