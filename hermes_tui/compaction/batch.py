@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from hermes_tui.compaction import checks
+from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.micro import PassContext, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import BATCH_FAILED, COMPRESSED, NOTHING_TO_ABSORB, MicroState, PassResult
@@ -30,14 +31,16 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     started = time.perf_counter()
     head = head_end(messages, ctx.protect_first_n)
     tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
-    markers = [i for i, m in enumerate(messages) if m.is_marker]
-    absorb = [i for i in range(head, tail) if messages[i].role not in ("user", "system") and not messages[i].is_marker]
-    previous = str(messages[markers[-1]].meta.get("summary", "")) if markers else ""
+    read = {i: marker for i, m in enumerate(messages) if (marker := read_marker(m)) is not None}
+    markers = sorted(read)
+    absorb = [i for i in range(head, tail) if messages[i].role not in ("user", "system") and i not in read]
+    # Every marker's history is kept: a transcript from elsewhere may hold more than one.
+    previous = "\n\n".join(read[i].summary for i in markers if read[i].summary)
     stats: dict = {"absorbed_tokens": count_messages(ctx.counter, [messages[i] for i in absorb]), "summarizer_calls": 0}
     if not absorb:
         return PassResult(BATCH, NOTHING_TO_ABSORB, state, stats=_timed(stats, started))
 
-    summary = redact(previous)
+    summary = previous
     summary_tokens = ctx.counter.count_text(summary)
     prompt_tokens = completion_tokens = 0
     for chunk in _chunks(messages, absorb, ctx):

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from hermes_tui.compaction import checks, facts
+from hermes_tui.compaction.markers import is_marker
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
     ABSORBED,
@@ -303,7 +304,7 @@ def _failed(state: MicroState, exchange: list[Message], stats: dict, reason: str
 
 
 def _never_absorbed(msg: Message) -> bool:
-    return msg.role in ("user", "system") or msg.is_marker
+    return msg.role in ("user", "system") or is_marker(msg)
 
 
 def _with_old_marker(messages: list[Message], state: MicroState, indices) -> list[tuple[int, str]]:

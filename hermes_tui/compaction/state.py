@@ -3,7 +3,8 @@
 The transcript is the source of truth: every field of ``MicroState`` that matters
 for correctness can be recovered from it (the newest marker's metadata and the
 ``compaction_skipped`` flags), so a fresh process or a resumed session carries on
-exactly where the last one stopped.
+exactly where the last one stopped. A marker is read back through ``markers``,
+which treats its metadata as untrusted input.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hermes_tui.compaction.markers import MarkerSummary, is_marker, read_marker
 from hermes_tui.conversation import Splice
 from hermes_tui.transcript import Message
 
@@ -67,7 +69,7 @@ class PassResult:
 
 def is_marker_or_step_over(msg: Message) -> bool:
     """Messages the cursor walks past: user and system messages, markers, skipped exchanges."""
-    return msg.role in ("user", "system") or msg.is_marker or bool(msg.meta.get(SKIPPED_FLAG))
+    return msg.role in ("user", "system") or is_marker(msg) or bool(msg.meta.get(SKIPPED_FLAG))
 
 
 def normalize_cursor(messages: list[Message], cursor: int) -> int:
@@ -81,10 +83,12 @@ def normalize_cursor(messages: list[Message], cursor: int) -> int:
     return cursor
 
 
-def find_last_marker(messages: list[Message]) -> int | None:
+def last_marker(messages: list[Message]) -> tuple[int, MarkerSummary] | None:
+    """The newest message that passes as a marker, with what it says."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].is_marker:
-            return index
+        marker = read_marker(messages[index])
+        if marker is not None:
+            return index, marker
     return None
 
 
@@ -102,39 +106,29 @@ def cursor_is_valid(messages: list[Message], state: MicroState) -> bool:
 
 
 def recover_state(messages: list[Message], head_end: int, state: MicroState) -> MicroState:
-    """Rebuild cursor and rolling summary from the transcript (newest marker's metadata).
+    """Rebuild cursor and rolling summary from the transcript (newest marker, checked).
 
     Counters that span the session (passes, tokens saved) are carried in the marker
     too; failure counting starts afresh.
     """
-    marker_index = find_last_marker(messages)
-    if marker_index is None:
+    found = last_marker(messages)
+    if found is None:
         cursor = head_end
         return state.evolve(
             cursor=cursor,
             cursor_anchor=messages[cursor - 1].id if cursor > 0 else None,
             summary="", summary_tokens=0, facts=(), marker_index=None, marker_id=None,
         )
-    marker = messages[marker_index]
+    marker_index, marker = found
     cursor = max(head_end, marker_index + 1)
     return state.evolve(
         cursor=cursor,
         cursor_anchor=messages[cursor - 1].id,
-        summary=str(marker.meta.get("summary", "")),
-        summary_tokens=int(marker.meta.get("summary_tokens", 0)),
-        facts=_facts_of_marker(marker),
+        summary=marker.summary,
+        summary_tokens=marker.summary_tokens or 0,
+        facts=marker.facts,
         marker_index=marker_index,
-        marker_id=marker.id,
-        passes_total=max(state.passes_total, int(marker.meta.get("passes_total", 0))),
-        tokens_saved_total=marker.meta.get("tokens_saved_total", state.tokens_saved_total),
+        marker_id=messages[marker_index].id,
+        passes_total=max(state.passes_total, marker.passes_total or 0),
+        tokens_saved_total=state.tokens_saved_total if marker.tokens_saved_total is None else marker.tokens_saved_total,
     )
-
-
-def _facts_of_marker(marker: Message) -> tuple[tuple[str, str], ...]:
-    """The Facts section's entries as the marker's metadata recorded them (none for batch markers)."""
-    raw = marker.meta.get("facts") or ()
-    facts = []
-    for item in raw if isinstance(raw, list) else ():
-        if isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
-            facts.append((item[0], item[1]))
-    return tuple(facts)
