@@ -11,9 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from helpers import ScriptedSummarizer, make_compactor
 from test_cli import explain, run_cli
@@ -22,6 +25,7 @@ from test_tui_chat import SIZE, app_for, app_test, make_config, settle
 from hermes_tui.compaction.prompts import render_messages
 from hermes_tui.config import Config
 from hermes_tui.store import Store
+from hermes_tui.store.export import session_messages, to_json
 from hermes_tui.tokens import MESSAGE_OVERHEAD, EstimateCounter, count_message
 from hermes_tui.transcript import Message, TranscriptError, parse_transcript, wire_view
 from hermes_tui.wiring import open_session
@@ -106,6 +110,34 @@ def test_parts_survive_the_sqlite_store_round_trip(tmp_path):
         assert not store.search(PNG_BASE64[100:120])
         column = store.conn.execute("SELECT group_concat(content, ' ') FROM messages").fetchone()[0]
     assert PNG_BASE64[:64] not in column and IMAGE_PLACEHOLDER in column
+
+
+# Any JSON a client may put in a part (no lone surrogates: SQLite text cannot hold them).
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+_part = st.one_of(
+    st.builds(lambda text: {"type": "text", "text": text}, _text),
+    st.builds(lambda url, extra: {"type": "image_url", "image_url": {"url": url, **extra}},
+              _text, st.dictionaries(_text.filter(lambda k: k != "url"), _json, max_size=2)),
+    st.builds(lambda kind, body: {"type": kind or "x", **body},
+              _text.filter(lambda kind: kind not in ("text", "refusal")), st.dictionaries(_text.filter(lambda k: k != "type"), _json, max_size=3)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contents=st.lists(st.lists(_part, max_size=4), min_size=1, max_size=4))
+def test_any_parts_come_back_from_the_store_and_export_identical(contents):
+    messages = [{"role": "user", "content": parts} for parts in contents]
+    parsed = [Message.from_openai(m) for m in messages]
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "state.db") as store:
+        info = store.create_session("property")
+        store.flush(info.id, parsed)
+        exported = json.loads(to_json(session_messages(store, info.id, include_archived=True)))
+    assert [exact(m["content"]) for m in exported] == [exact(parts) for parts in contents]
 
 
 def test_text_view_of_parts_is_text_and_placeholders():
