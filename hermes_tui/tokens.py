@@ -13,12 +13,19 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from hermes_tui import content_parts
 from hermes_tui.transcript import Message
 
 # Chat-template scaffolding per message (ChatML: "<|im_start|>role\n" ... "<|im_end|>\n").
 MESSAGE_OVERHEAD = 4
 # Per tool call: the wrapper a template puts around name and arguments.
 TOOL_CALL_OVERHEAD = 6
+# Per image part, whatever its size: OpenAI's vision cost, 85 tokens at ``detail: low``,
+# and 765 otherwise (high detail of a 1024x1024 image: 85 + 4 tiles x 170). The real cost
+# depends on the model and the picture; a fixed figure keeps occupancy sane where
+# counting the base64 as text would make one screenshot look like a whole transcript.
+IMAGE_TOKENS_LOW = 85
+IMAGE_TOKENS = 765
 
 
 class TokenCounter(Protocol):
@@ -31,13 +38,35 @@ def count_message(counter: TokenCounter, msg: Message) -> int:
     """Tokens of one message as a model sees it, cached on the message."""
     if msg.token_count is not None and msg.token_counter == counter.name:
         return msg.token_count
-    total = MESSAGE_OVERHEAD + counter.count_text(msg.content)
+    total = MESSAGE_OVERHEAD + count_content(counter, msg)
     for call in msg.tool_calls or []:
         function = call.get("function") or {}
         total += TOOL_CALL_OVERHEAD + counter.count_text(str(function.get("name", "")))
         total += counter.count_text(str(function.get("arguments", "")))
     msg.token_count = total
     msg.token_counter = counter.name
+    return total
+
+
+def count_content(counter: TokenCounter, msg: Message) -> int:
+    """The content's tokens: its text, and for a list of parts each part by its kind.
+
+    Images count ``IMAGE_TOKENS`` (``IMAGE_TOKENS_LOW`` at low detail); any other part
+    that is not text (audio, files, unknown types) counts as its placeholder, which is
+    what a text-only model reads. A payload is never counted as text.
+    """
+    if msg.parts is None:
+        return counter.count_text(msg.content)
+    total = counter.count_text(content_parts.text_only(msg.parts))
+    for part in msg.parts:
+        if content_parts.part_text(part) is not None:
+            continue
+        if content_parts.part_type(part) == "image_url":
+            image = part.get("image_url")
+            low = isinstance(image, dict) and image.get("detail") == "low"
+            total += IMAGE_TOKENS_LOW if low else IMAGE_TOKENS
+        else:
+            total += counter.count_text(content_parts.describe(part).placeholder())
     return total
 
 

@@ -1,9 +1,11 @@
 """Messages, exchanges, the compaction marker and the wire view.
 
 Messages are OpenAI chat messages plus a ``meta`` mapping that never goes over the
-wire. Compaction treats a message as immutable once it is in a transcript: it is
-replaced whole (by a marker) or kept as it is, never edited, so a cached token
-count on the message stays true.
+wire. Content that arrives as a list of parts (text, images, audio, files) is kept
+verbatim in ``parts``; ``content`` is then its text view (``content_parts``), which is
+what everything that reads a message as text reads. Compaction treats a message as
+immutable once it is in a transcript: it is replaced whole (by a marker) or kept as it
+is, never edited, so a cached token count on the message stays true.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
+
+from hermes_tui import content_parts
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -48,6 +52,9 @@ class Message:
     token_counter: str | None = None
     # Set once the message is in the store, so the append-only flush skips it.
     stored: bool = False
+    # The content as a list of parts, verbatim, when it came as one (None: a plain string).
+    # ``content`` is then the parts' text view; the wire, the store and export use the parts.
+    parts: list[Any] | None = None
 
     # --- what kind of message this is -------------------------------------------------
     @property
@@ -65,7 +72,7 @@ class Message:
 
     # --- conversion -----------------------------------------------------------------
     def to_openai(self, *, with_meta: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        out: dict[str, Any] = {"role": self.role, "content": self.content if self.parts is None else list(self.parts)}
         if self.tool_calls:
             out["tool_calls"] = self.tool_calls
         if self.tool_call_id is not None:
@@ -83,7 +90,7 @@ class Message:
         role = data.get("role")
         if role not in ROLES:
             raise TranscriptError(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
-        content = _content_text(data.get("content"), where)
+        content, parts = _content_fields(data.get("content"), where)
         tool_calls = data.get("tool_calls") or None
         if tool_calls is not None:
             if role != "assistant" or not isinstance(tool_calls, list):
@@ -107,24 +114,23 @@ class Message:
             tool_call_id=tool_call_id,
             name=data.get("name"),
             meta={k: v for k, v in meta.items() if k != "id"},
+            parts=parts,
             **kwargs,
         )
 
 
-def _content_text(content: Any, where: str) -> str:
-    """OpenAI content is a string, null, or a list of parts; we keep text."""
+def _content_fields(content: Any, where: str) -> tuple[str, list[Any] | None]:
+    """(text, parts) of OpenAI content: a string, null, or a list of parts kept as it is."""
     if content is None:
-        return ""
+        return "", None
     if isinstance(content, str):
-        return content
+        return content, None
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
-                parts.append(part)
-        return "\n".join(parts)
+        for n, part in enumerate(content):
+            problem = content_parts.part_problem(part)
+            if problem:
+                raise TranscriptError(f"{where}: content[{n}]: {problem}")
+        return content_parts.text_view(content), list(content)
     raise TranscriptError(f"{where}: content must be a string, a list of parts or null")
 
 
@@ -256,7 +262,8 @@ def wire_view(messages: Iterable[Message], *, merge_same_role: bool = True) -> l
 
     Chat templates that need alternating roles reject two user (or two assistant)
     messages in a row, which compaction can produce (a marker between turns, user
-    prompts that stay verbatim). The stored transcript keeps them separate.
+    prompts that stay verbatim). The stored transcript keeps them separate. Content
+    parts go out as they are (a merge makes one list of them).
     """
     out: list[dict[str, Any]] = []
     for msg in messages:
@@ -270,9 +277,23 @@ def wire_view(messages: Iterable[Message], *, merge_same_role: bool = True) -> l
             and not prev.get("tool_calls")
         )
         if mergeable:
-            prev["content"] = "\n\n".join(part for part in (prev["content"], item["content"]) if part)
+            prev["content"] = _merged_content(prev["content"], item["content"])
             if item.get("tool_calls"):
                 prev["tool_calls"] = item["tool_calls"]
         else:
             out.append(item)
     return out
+
+
+def _merged_content(first: str | list[Any], second: str | list[Any]) -> str | list[Any]:
+    """Two contents as one: strings joined by a blank line; with a list, one list of parts
+    (each part unchanged, a string becoming a text part)."""
+    if isinstance(first, str) and isinstance(second, str):
+        return "\n\n".join(text for text in (first, second) if text)
+
+    def as_parts(content: str | list[Any]) -> list[Any]:
+        if isinstance(content, list):
+            return content
+        return [{"type": "text", "text": content}] if content else []
+
+    return [*as_parts(first), *as_parts(second)]

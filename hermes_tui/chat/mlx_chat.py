@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from hermes_tui.chat.client import (
     CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, Usage,
 )
+from hermes_tui.content_parts import for_text_only_model
 from hermes_tui.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE
 
@@ -43,6 +44,9 @@ class MlxChatClient(ChatClient):
     ) -> Iterator[ChatDelta | ChatDone]:
         if max_tokens is None:
             max_tokens = self.max_tokens
+        # mlx_lm models read text only: an image or a file becomes a placeholder line that
+        # says so (a chat template handed a list of parts fails or prints the base64).
+        messages = for_text_only_model(messages)
         try:
             loaded = self.runtime.load(self.model_name)
         except ModelUnavailable as exc:

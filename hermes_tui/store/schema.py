@@ -88,6 +88,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX bench_runs_by_model ON bench_runs (model, started);
     """,
+    # 4: content that came as a list of parts (text, images, files), kept verbatim as JSON.
+    #    ``content`` then holds its text view (placeholders for what is not text), so
+    #    search and snippets never index a base64 payload. NULL: the content is a string.
+    """
+    ALTER TABLE messages ADD COLUMN content_parts TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

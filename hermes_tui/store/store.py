@@ -211,11 +211,11 @@ class Store:
 
     def _insert(self, session_id: str, msg: Message, position: int, state: str) -> None:
         self.conn.execute(
-            """INSERT INTO messages (id, session_id, position, role, content, tool_calls, tool_call_id, name,
-                   token_count, token_counter, kind, state, meta, created, tool_names)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            """INSERT INTO messages (id, session_id, position, role, content, content_parts, tool_calls,
+                   tool_call_id, name, token_count, token_counter, kind, state, meta, created, tool_names)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
             (
-                msg.id, session_id, position, msg.role, msg.content,
+                msg.id, session_id, position, msg.role, *_content_columns(msg),
                 json.dumps(msg.tool_calls) if msg.tool_calls else None,
                 msg.tool_call_id, msg.name, msg.token_count, msg.token_counter,
                 "marker" if msg.is_marker else "message", state, json.dumps(msg.meta), time.time(),
@@ -237,16 +237,17 @@ class Store:
     def _rows(self, session_id: str, where: str) -> list[tuple[Message, str]]:
         with translate_errors(self.path):
             rows = self.conn.execute(
-                f"""SELECT id, role, content, tool_calls, tool_call_id, name, token_count, token_counter, meta, state
+                f"""SELECT id, role, content, content_parts, tool_calls, tool_call_id, name, token_count,
+                           token_counter, meta, state
                     FROM messages WHERE session_id = ? {where} ORDER BY position, rowid""",
                 (session_id,),
             ).fetchall()
         out = []
-        for mid, role, content, tool_calls, tool_call_id, name, tokens, counter, meta, state in rows:
+        for mid, role, content, parts, tool_calls, tool_call_id, name, tokens, counter, meta, state in rows:
             msg = Message(
-                role=role, content=content, tool_calls=json.loads(tool_calls) if tool_calls else None,
+                role=role, tool_calls=json.loads(tool_calls) if tool_calls else None,
                 tool_call_id=tool_call_id, name=name, meta=json.loads(meta), id=mid,
-                token_count=tokens, token_counter=counter, stored=True,
+                token_count=tokens, token_counter=counter, stored=True, **_content_fields(content, parts),
             )
             out.append((msg, state))
         return out
@@ -290,6 +291,16 @@ _SESSION_SELECT = """
            count(CASE WHEN m.state = 'active' THEN 1 END)
     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
 """
+
+
+def _content_columns(msg: Message) -> tuple[str, str | None]:
+    """(content, content_parts) of a row: the text (a list's text view) and the list, verbatim, as JSON."""
+    return msg.content, None if msg.parts is None else json.dumps(msg.parts)
+
+
+def _content_fields(content: str, parts: str | None) -> dict[str, Any]:
+    """The ``Message`` fields of a row's two content columns (``_content_columns`` read back)."""
+    return {"content": content, "parts": None if parts is None else json.loads(parts)}
 
 
 def _tool_names(msg: Message) -> list[str]:

@@ -33,6 +33,7 @@ from textual.message import Message as UIMessage
 from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Label, Markdown, Static
 
+from hermes_tui.content_parts import Attachment, attachments, text_only
 from hermes_tui.transcript import Message
 
 SHORT = 68  # a one-line summary of a call or result, in cells
@@ -71,6 +72,28 @@ def short_args(arguments: Any) -> str:
     return one_line(json.dumps(arguments, ensure_ascii=False))
 
 
+# A part that is not text shows as a row of its own: its kind and what is known of it.
+ATTACHMENT_ICONS = {"image": "🖼", "audio": "🔊", "file": "📎"}
+
+
+def attachment_label(attachment: Attachment) -> str:
+    """``🖼 image (image/png, 12 KB)``: the row a non-text part shows as (never its payload)."""
+    icon = ATTACHMENT_ICONS.get(attachment.kind, "◻")
+    return f"{icon} {attachment.kind}" + (f" ({attachment.detail})" if attachment.detail else "")
+
+
+def body_text(message: Message) -> str:
+    """What a message's body shows: its text, without the placeholders of its other parts
+    (those get rows of their own, ``attachment_rows``)."""
+    return message.content if message.parts is None else text_only(message.parts)
+
+
+def attachment_rows(message: Message | None) -> list[Static]:
+    if message is None or message.parts is None:
+        return []
+    return [Static(attachment_label(a), markup=False, classes="note part-placeholder") for a in attachments(message.parts)]
+
+
 def pretty_args(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
@@ -102,7 +125,10 @@ class UserMessage(MessageView):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        yield Static(self.text, markup=False, classes="body")
+        rows = attachment_rows(self.message)
+        if self.text or not rows:
+            yield Static(self.text, markup=False, classes="body")
+        yield from rows
 
 
 class ToolCallView(Collapsible):
@@ -135,9 +161,10 @@ class AssistantMessage(MessageView):
             self.add_class("-stopped")
 
     def compose(self) -> ComposeResult:
-        content = self.message.content if self.message is not None else ""
+        content = body_text(self.message) if self.message is not None else ""
         if content or self.message is None:
             yield Markdown(content, classes="body")
+        yield from attachment_rows(self.message)
         for call in (self.message.tool_calls if self.message is not None else None) or []:
             yield ToolCallView(call)
         if self.has_class("-stopped"):
@@ -356,10 +383,12 @@ def weight(message: Message) -> int:
     the collapsible and its title): what it adds to every layout pass of the screen."""
     if message.is_marker or message.role in ("tool", "system"):
         return 3
+    rows = len(attachments(message.parts)) if message.parts is not None else 0
     if message.role == "user":
-        return 2
+        return 2 + rows
     calls = len(message.tool_calls or [])
-    return 1 + 2 * calls + (1 + markdown_blocks(message.content) if message.content else 0)
+    body = body_text(message)
+    return 1 + rows + 2 * calls + (1 + markdown_blocks(body) if body else 0)
 
 
 def weight_of(item: "Message | WaitingNote | Widget") -> int:
@@ -377,7 +406,7 @@ def view_for(message: Message) -> MessageView:
     if message.is_marker:
         return MarkerMessage(message)
     if message.role == "user":
-        return UserMessage(message.content, message)
+        return UserMessage(body_text(message), message)
     if message.role == "tool":
         return ToolResultMessage(message)
     if message.role == "system":
