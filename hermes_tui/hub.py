@@ -40,6 +40,8 @@ import time
 from collections import deque
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
@@ -73,7 +75,8 @@ __all__ = [
     "use_model",
 ]
 
-CATALOG_PATH = Path(__file__).resolve().parents[1] / "models" / "catalog.yaml"
+# Read as package data, so an installed wheel has it as much as the source tree does.
+CATALOG_PATH: Traversable = resources.files("hermes_tui") / "assets" / "catalog.yaml"
 ROLES = ("compression", "chat")
 Role = Literal["compression", "chat"]
 
@@ -107,7 +110,7 @@ class HubError(Exception):
 
 
 class CatalogError(HubError):
-    """``models/catalog.yaml`` is missing or malformed; names the file and the entry."""
+    """The catalog file is missing or malformed; names the file and the entry."""
 
 
 class HubUnreachable(HubError):
@@ -155,7 +158,8 @@ _OPTIONAL = ("reasoning", "default_compression", "notes")
 
 
 def load_catalog(path: Path | None = None) -> list[CatalogModel]:
-    """The curated models, in file order (small first). Raises CatalogError on bad data."""
+    """The curated models, in file order (small first): the bundled catalog unless ``path``
+    is given. Raises CatalogError on bad data."""
     path = Path(path) if path is not None else CATALOG_PATH
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -183,7 +187,7 @@ def load_catalog(path: Path | None = None) -> list[CatalogModel]:
     return models
 
 
-def _catalog_entry(path: Path, index: int, entry: Any) -> CatalogModel:
+def _catalog_entry(path: Path | Traversable, index: int, entry: Any) -> CatalogModel:
     label = f"entry {index}"
     if isinstance(entry, dict) and isinstance(entry.get("repo"), str):
         label += f" ({entry['repo']})"
