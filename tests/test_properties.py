@@ -41,13 +41,14 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from window_oracle import expected_head_end, expected_tail_start
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.summarize import SummaryRequest
-from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
+from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
 from hermes_tui.summarizers.base import Completion, SummarizerError
 from hermes_tui.tokens import EstimateCounter, count_message
@@ -480,7 +481,7 @@ class CompactionMachine(RuleBasedStateMachine):
             before = list(self.conv.messages)
         if state_before is None:
             state_before = self.compactor.state
-        tail = before[tail_start(before, self.counter, self.ctx.window.tail_token_budget):] if before else []
+        tail = before[expected_tail_start(before, self.counter, self.ctx.window.tail_token_budget):] if before else []
         assert self.compactor.state is state_before  # planning never changes the state
         cursor = self.compactor.cursor(before)
         at_cursor = before[cursor] if cursor < len(before) else None
@@ -558,7 +559,7 @@ class CompactionMachine(RuleBasedStateMachine):
             else:
                 # Defrag and batch fold the whole middle: between head and tail only
                 # what is never absorbed (user and system messages) and the marker remain.
-                h = head_end(after, self.settings.protect_first_n)
+                h = expected_head_end(after, self.settings.protect_first_n)
                 middle = after[h:len(after) - len(suffix)]
                 assert all(m.role in ("user", "system") or m.is_marker for m in middle), "middle left behind"
                 assert old_marker <= archived_now
@@ -638,7 +639,7 @@ class CompactionMachine(RuleBasedStateMachine):
 
     @invariant()
     def head_untouched(self):
-        h = head_end(self.inputs, self.settings.protect_first_n)
+        h = expected_head_end(self.inputs, self.settings.protect_first_n)
         assert len(self.conv.messages) >= h
         assert all(a is b for a, b in zip(self.conv.messages[:h], self.inputs[:h])), "the head changed"
 
