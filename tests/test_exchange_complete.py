@@ -43,6 +43,21 @@ def test_an_assistant_with_one_of_two_calls_answered_is_never_absorbed():
     assert all(m.id not in (half.id, first_result.id) for m in seen)
 
 
+def test_later_complete_exchanges_behind_an_incomplete_one_are_absorbed():
+    compactor, conv = make_compactor(target_ratio=0.01)
+    messages, half, first_result, later = half_answered_session()
+    conv.extend(messages)
+    outcomes = [compactor.micro_pass(conv).outcome for _ in range(3)]
+    assert outcomes == ["absorbed"] * 3
+    (marker,) = markers(conv.messages)
+    assert marker.meta["covers"] == [m.id for m in later[-1]]  # each pass's marker covers its exchange
+    assert all(m not in conv.messages for ex in later for m in ex)
+    assert half in conv.messages and first_result in conv.messages
+    # A fresh compactor recovers the same cursor from the transcript.
+    fresh, _ = make_compactor(target_ratio=0.01)
+    assert fresh.cursor(conv.messages) == compactor.cursor(conv.messages)
+
+
 def test_a_call_still_running_at_the_end_is_absorbed_once_answered():
     compactor, conv = make_compactor(target_ratio=0.01)
     running = assistant("Running two commands.", calls=2)
