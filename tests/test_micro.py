@@ -18,6 +18,7 @@ from helpers import (
     user_texts,
     words,
 )
+from window_oracle import expected_tail_start
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.telemetry import MICRO_FIELDS, MICRO_PREFIX
 from hermes_tui.conversation import Conversation
@@ -178,13 +179,18 @@ def test_defrag_rewrites_summary_and_middle_and_must_shrink():
     conv.extend(agent_session(exchanges=30, size=300))
     assert compactor.micro_pass(conv).outcome == "absorbed"
     assert compactor.state.summary_tokens > 500
+    before = list(conv.messages)
+    tail = expected_tail_start(before, conv.counter, compactor.ctx.window.tail_token_budget)
     report = compactor.micro_pass(conv)
     assert report.outcome == "defrag"
     assert compactor.rolling_summary == "- consolidated notes."
-    # The cursor advanced to the tail: nothing but users (and the marker) left in the middle.
-    cursor = compactor.cursor(conv.messages)
+    # The whole middle was folded: after the head (system, first user message) only its
+    # user messages remain, then the marker, then the old tail; the cursor is at the tail.
     (marker_index,) = [i for i, m in enumerate(conv.messages) if m.is_marker]
-    assert all(m.role == "user" for m in conv.messages[marker_index + 1: cursor])
+    middle_users = [m for m in before[2:tail] if m.role == "user"]
+    assert middle_users and conv.messages[2:marker_index] == middle_users
+    assert conv.messages[marker_index + 1:] == before[tail:]
+    assert compactor.cursor(conv.messages) == marker_index + 1
     assert compactor.micro_pass(conv).outcome == "nothing_to_absorb"
 
 

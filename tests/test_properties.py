@@ -5,7 +5,8 @@ prompts, assistant steps with 0..3 tool calls, a call sometimes still unanswered
 the end, tiny to large messages, planted credentials) and interleaves it with
 everything that can happen to it: micro passes whose summarizer reply is drawn from
 every kind of good and bad outcome, batch compactions, store failures, restarts
-(a fresh compactor recovering from the transcript), stale publishes and appends
+(a fresh process loading the transcript back from the SQLite store its passes
+were written to, and recovering the compaction state from it), stale publishes and appends
 that land while a pass is running. After every event the invariants of the spec
 and DESIGN.md are checked:
 
@@ -33,22 +34,27 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import string
+import tempfile
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from window_oracle import expected_head_end, expected_tail_start
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.summarize import SummaryRequest
-from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
+from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
+from hermes_tui.store import Store
 from hermes_tui.summarizers.base import Completion, SummarizerError
 from hermes_tui.tokens import EstimateCounter, count_message
 from hermes_tui.transcript import (
@@ -252,6 +258,13 @@ configs = st.fixed_dictionaries(
 
 _FRESH_COUNTS: dict[tuple[str, str], int] = {}
 
+
+def _row(msg: Message) -> tuple:
+    """What the store must give back of a message."""
+    return (msg.id, msg.role, msg.content, msg.tool_calls, msg.tool_call_id, msg.name, msg.meta,
+            msg.token_count, msg.token_counter)
+
+
 # --- the machine ---------------------------------------------------------------------
 
 
@@ -296,6 +309,9 @@ class CompactionMachine(RuleBasedStateMachine):
         self.store_ok = True
         self.persisted: list[str] = []        # kinds of the passes the store was asked to take
         self.violations: list[str] = []       # what the persist hook saw wrong
+        self.db_dir = Path(tempfile.mkdtemp(prefix="hermes-tui-prop-"))
+        self.store = Store(self.db_dir / "state.db")  # what a restart loads the transcript from
+        self.session_id = self.store.create_session("prop").id
         if system:
             self._append(Message(role="system", content="You are a coding agent. Work in the repository."))
         self._act(first)
@@ -367,6 +383,9 @@ class CompactionMachine(RuleBasedStateMachine):
         self.persisted.append(result.kind)
         if not self.store_ok:
             raise OSError("disk full")
+        # As the session loop does: flush what the turn added, then the pass in one transaction.
+        self.store.flush(self.session_id, self.conv.messages)
+        self.store.archive_and_compact(self.session_id, result)
         # No asserts in here: the engine reads any exception as a store failure.
         if result.splice is not None:
             live = self.conv.messages
@@ -415,9 +434,17 @@ class CompactionMachine(RuleBasedStateMachine):
 
     @rule()
     def restart(self):
-        """A fresh process over the same transcript: everything is recovered from it."""
+        """A fresh process: the transcript is loaded back from the store (new objects, meta
+        and counts as the rows hold them), and everything else is recovered from it."""
+        self.store.flush(self.session_id, self.conv.messages)
+        self.store.close()
+        self.store = Store(self.db_dir / "state.db")
+        loaded = self.store.load_active(self.session_id)
+        assert [_row(m) for m in loaded] == [_row(m) for m in self.conv.messages], "the store lost the transcript"
+        by_id = {m.id: m for m in loaded}
+        self.inputs = [by_id.get(m.id, m) for m in self.inputs]
         self.compactor = Compactor(self.ctx, self.settings, session_id="prop")
-        self.conv = Conversation(self.conv.messages, counter=self.counter)
+        self.conv = Conversation(loaded, counter=self.counter)
         self.failing, self.failures = None, 0
 
     @rule(outcome=outcomes, pick=st.integers(0, 10_000))
@@ -440,6 +467,7 @@ class CompactionMachine(RuleBasedStateMachine):
         dropped = {m.id for m in before[cut:]}
         self.conv.replace_all(before[:cut])
         self.inputs = [m for m in self.inputs if m.id not in dropped]
+        self._rewind_store()
         self.pending = []
         kept = list(self.conv.messages)
         flagged = [m.id for m in kept if m.meta.get(SKIPPED_FLAG)]
@@ -480,7 +508,7 @@ class CompactionMachine(RuleBasedStateMachine):
             before = list(self.conv.messages)
         if state_before is None:
             state_before = self.compactor.state
-        tail = before[tail_start(before, self.counter, self.ctx.window.tail_token_budget):] if before else []
+        tail = before[expected_tail_start(before, self.counter, self.ctx.window.tail_token_budget):] if before else []
         assert self.compactor.state is state_before  # planning never changes the state
         cursor = self.compactor.cursor(before)
         at_cursor = before[cursor] if cursor < len(before) else None
@@ -558,7 +586,7 @@ class CompactionMachine(RuleBasedStateMachine):
             else:
                 # Defrag and batch fold the whole middle: between head and tail only
                 # what is never absorbed (user and system messages) and the marker remain.
-                h = head_end(after, self.settings.protect_first_n)
+                h = expected_head_end(after, self.settings.protect_first_n)
                 middle = after[h:len(after) - len(suffix)]
                 assert all(m.role in ("user", "system") or m.is_marker for m in middle), "middle left behind"
                 assert old_marker <= archived_now
@@ -587,7 +615,18 @@ class CompactionMachine(RuleBasedStateMachine):
         elif outcome in ("absorbed", "defrag"):
             self.failing, self.failures = None, 0
 
+    def _rewind_store(self) -> None:
+        """The store has no rewind: the rewound transcript replaces the session with a new one."""
+        self.store.delete_session(self.session_id)
+        self.session_id = self.store.create_session("prop, rewound").id
+        for msg in self.conv.messages:
+            msg.stored = False
+        self.store.flush(self.session_id, self.conv.messages)
+
     def teardown(self):
+        if hasattr(self, "store"):
+            self.store.close()
+            shutil.rmtree(self.db_dir, ignore_errors=True)
         if hasattr(self, "inputs"):
             event(f"inputs: {min(len(self.inputs) // 20 * 20, 100)}+")
             event(f"markers published: {min(len(self.markers), 5)}{'+' if len(self.markers) >= 5 else ''}")
@@ -638,7 +677,7 @@ class CompactionMachine(RuleBasedStateMachine):
 
     @invariant()
     def head_untouched(self):
-        h = head_end(self.inputs, self.settings.protect_first_n)
+        h = expected_head_end(self.inputs, self.settings.protect_first_n)
         assert len(self.conv.messages) >= h
         assert all(a is b for a, b in zip(self.conv.messages[:h], self.inputs[:h])), "the head changed"
 

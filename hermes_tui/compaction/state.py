@@ -14,7 +14,7 @@ from typing import Any
 
 from hermes_tui.compaction.markers import MarkerSummary, is_marker, read_marker
 from hermes_tui.conversation import Splice
-from hermes_tui.transcript import Message
+from hermes_tui.transcript import Message, exchange_end, group_end
 
 # Outcomes (DESIGN.md "Pass outcomes"), plus "stale" and "error".
 ABSORBED = "absorbed"
@@ -78,9 +78,22 @@ def normalize_cursor(messages: list[Message], cursor: int) -> int:
     Two cursors are equal exactly when they normalize to the same index; this is
     what makes a recovered cursor comparable with the one a process held in memory.
     """
-    while cursor < len(messages) and (is_marker_or_step_over(messages[cursor]) or messages[cursor].role == "tool"):
+    while cursor < len(messages) and (
+        is_marker_or_step_over(messages[cursor]) or messages[cursor].role == "tool"
+        or _never_completes(messages, cursor)
+    ):
         cursor += 1
     return cursor
+
+
+def _never_completes(messages: list[Message], index: int) -> bool:
+    """An exchange with an unanswered call and more after its results: results follow
+    their call, so it stays incomplete (and verbatim) for good."""
+    return (
+        messages[index].role == "assistant"
+        and group_end(messages, index + 1) < len(messages)
+        and exchange_end(messages, index) is None
+    )
 
 
 def last_marker(messages: list[Message]) -> tuple[int, MarkerSummary] | None:
