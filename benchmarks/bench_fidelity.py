@@ -5,7 +5,7 @@ with and without the fact guard.
                                                [--no-tiny] [--json]
 
 Sessions default to ../shared/data/sessions/*.json. Each is replayed through the real
-engine with ``hermes_tui.evaluate`` (one pass per agent step, a 32,768-token window,
+engine with ``hermes_tui.analysis.evaluate`` (one pass per agent step, a 32,768-token window,
 default compression settings, a decision or an open question planted in every 8th
 assistant message) and, after every pass, every fact absorbed so far is looked up in
 the rolling summary. Facts are those the fact guard's own extractor finds (paths,
@@ -50,12 +50,12 @@ from hermes_tui.compaction.prompts import NOTHING_NEW  # noqa: E402
 from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
 from hermes_tui.config import Config  # noqa: E402
 from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.evaluate import DECISION, OPEN_QUESTION, evaluate, make_probes, run_probes  # noqa: E402
-from hermes_tui.summarizers.base import Completion  # noqa: E402
+from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate, make_probes, run_probes  # noqa: E402
+from hermes_tui.compaction.summarizer import Completion  # noqa: E402
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from hermes_tui.tokens import EstimateCounter  # noqa: E402
 from hermes_tui.transcript import parse_transcript  # noqa: E402
-from hermes_tui.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"

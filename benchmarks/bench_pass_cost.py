@@ -52,12 +52,12 @@ from hermes_tui.compaction.prompts import absorb_prompt, append_prompt  # noqa: 
 from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
 from hermes_tui.config import Config  # noqa: E402
 from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.mlx_runtime import MlxRuntime, common_prefix  # noqa: E402
-from hermes_tui.replay import replay  # noqa: E402
+from hermes_tui.providers.mlx_runtime import MlxRuntime, common_prefix  # noqa: E402
+from hermes_tui.analysis.replay import replay  # noqa: E402
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from hermes_tui.summarizers.mlx import MlxSummarizer  # noqa: E402
 from hermes_tui.transcript import parse_transcript  # noqa: E402
-from hermes_tui.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"

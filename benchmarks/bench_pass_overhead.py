@@ -58,7 +58,7 @@ from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
 from hermes_tui.compaction.window import ContextWindow  # noqa: E402
 from hermes_tui.conversation import Conversation  # noqa: E402
 from hermes_tui.logs import setup_logging  # noqa: E402
-from hermes_tui.summarizers.base import Completion  # noqa: E402
+from hermes_tui.compaction.summarizer import Completion  # noqa: E402
 from hermes_tui.tokens import EstimateCounter  # noqa: E402
 from hermes_tui.transcript import Message, parse_transcript  # noqa: E402
 

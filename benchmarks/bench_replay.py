@@ -4,7 +4,7 @@
                                              [--context-limit 32768] [--all-rows] [--json]
 
 Sessions default to ../shared/data/sessions/*.json. Each is replayed twice through
-the real engine (``hermes_tui.replay.replay``, default compression settings,
+the real engine (``hermes_tui.analysis.replay.replay``, default compression settings,
 a 32,768-token window):
 
 * ``--turns step``: a turn is finalized after every agent step (an assistant
@@ -41,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hermes_tui.compaction.window import tail_start  # noqa: E402
 from hermes_tui.config import Config  # noqa: E402
 from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.replay import replay  # noqa: E402
-from hermes_tui.report import format_trajectory  # noqa: E402
+from hermes_tui.analysis.replay import replay  # noqa: E402
+from hermes_tui.analysis.report import format_trajectory  # noqa: E402
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from hermes_tui.tokens import count_message, count_messages  # noqa: E402
 from hermes_tui.transcript import parse_transcript  # noqa: E402
-from hermes_tui.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"

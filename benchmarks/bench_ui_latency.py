@@ -410,7 +410,7 @@ async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer)
     from hermes_tui.tui.app import HermesApp
     from hermes_tui.tui.screens.chat import ChatScreen
     from hermes_tui.tui.widgets.composer import Composer
-    from hermes_tui.wiring import open_session
+    from hermes_tui.session.wiring import open_session
 
     if args.session == "demo":
         messages, window = demo_session(), DEMO_CONTEXT_LENGTH

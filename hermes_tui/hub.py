@@ -577,7 +577,7 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     """
     from hermes_tui.config import load_config
     from hermes_tui.config_edit import save_changes
-    from hermes_tui.mlx_runtime import ModelUnavailable, resolve_model_path
+    from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 
     if role not in ROLES:
         raise HubError(f"role must be {' or '.join(ROLES)}, got {role!r}")

@@ -4,18 +4,18 @@
     python scripts/micro_compaction_report.py [--per-session] [--json] [LOGFILE ...]
 
 Defaults to $HERMES_HOME/logs/agent.log. The same report as ``hermes-tui report``;
-the code lives in ``hermes_tui.report``.
+the code lives in ``hermes_tui.analysis.report``.
 """
 
 import sys
 from pathlib import Path
 
 try:
-    from hermes_tui.report import main
+    from hermes_tui.analysis.report import main
 except ImportError:
     # Run from a checkout without the package installed: use the repo root.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from hermes_tui.report import main
+    from hermes_tui.analysis.report import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

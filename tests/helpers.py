@@ -16,7 +16,7 @@ from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
-from hermes_tui.summarizers.base import Completion, SummarizerError
+from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message
 

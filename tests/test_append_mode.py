@@ -13,8 +13,8 @@ from hermes_tui.compaction import facts
 from hermes_tui.compaction.prompts import NOTHING_NEW, append_prompt
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.conversation import Conversation
-from hermes_tui.replay import replay
-from hermes_tui.summarizers.base import Completion
+from hermes_tui.analysis.replay import replay
+from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import parse_transcript
 
@@ -202,7 +202,7 @@ def test_a_fresh_compactor_continues_appending_after_a_resume():
 @pytest.mark.integration
 def test_on_the_tiny_model_the_cache_serves_the_whole_previous_summary(tiny_model):
     from hermes_tui.compaction.prompts import absorb_prompt
-    from hermes_tui.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx_runtime import MlxRuntime
     from hermes_tui.summarizers.mlx import MlxSummarizer
 
     session = agent_session(exchanges=4, size=40)

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
-from hermes_tui import bench
-from hermes_tui.bench import BenchConfig, BenchRun, PassRow, run_bench
+from hermes_tui.analysis import bench
+from hermes_tui.analysis.bench import BenchConfig, BenchRun, PassRow, run_bench
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
-from hermes_tui.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx_runtime import MlxRuntime
 from hermes_tui.store import Store
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 

@@ -619,7 +619,7 @@ def test_compact_against_closed_port(tiny_model, hf_offline_env, tmp_path, home)
 
 def _server_compactor(mlx_server, max_tokens: int | None):
     from hermes_tui.config import Config
-    from hermes_tui.wiring import make_compactor, make_counter
+    from hermes_tui.session.wiring import make_compactor, make_counter
 
     config = Config().with_overrides({
         "auxiliary.compression.provider": "openai-api",

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from hermes_tui import context_limits as cl
+from hermes_tui.providers import context_limits as cl
 from hermes_tui.config import ModelConfig
-from hermes_tui.context_limits import (
+from hermes_tui.providers.context_limits import (
     DEFAULT_CONTEXT_LIMIT,
     ContextLimit,
     ContextLimitResolver,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers import ScriptedSummarizer, make_compactor, user, words
 from hermes_tui.chat.client import ChatDone, ChatError, Usage
-from hermes_tui.evaluate import (
+from hermes_tui.analysis.evaluate import (
     DECISION,
     OPEN_QUESTION,
     FactTracker,

@@ -170,7 +170,7 @@ def test_a_download_reports_progress_and_the_model_loads_and_generates(hub_env, 
     # The model now resolves offline, the way the app loads it, and generates.
     from huggingface_hub import constants
 
-    from hermes_tui.mlx_runtime import MlxRuntime, resolve_model_path
+    from hermes_tui.providers.mlx_runtime import MlxRuntime, resolve_model_path
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)

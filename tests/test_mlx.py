@@ -18,10 +18,10 @@ from hermes_tui.compaction.prompts import absorb_prompt
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
-from hermes_tui.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable, resolve_model_path
-from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE, SummarizerError
+from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable, resolve_model_path
+from hermes_tui.compaction.summarizer import TIMEOUT, UNAVAILABLE, SummarizerError
 from hermes_tui.summarizers.mlx import MlxSummarizer
-from hermes_tui.wiring import make_compactor, make_counter
+from hermes_tui.session.wiring import make_compactor, make_counter
 
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]
 
@@ -339,7 +339,7 @@ def test_a_queued_generation_ends_at_once_on_cancel_or_timeout(tiny_model):
 
 EXIT_SCRIPT = """
 import sys, threading
-from hermes_tui.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx_runtime import MlxRuntime
 runtime, model = MlxRuntime(), sys.argv[1]
 chat = [{"role": "user", "content": "hello"}]
 def reply(max_tokens, on_text=None):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hermes_tui.summarizers.base import (
+from hermes_tui.compaction.summarizer import (
     HTTP_4XX,
     HTTP_5XX,
     MALFORMED,

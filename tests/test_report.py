@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_tui import report
+from hermes_tui.analysis import report
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "micro_compaction_report.py"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hermes_tui import report
+from hermes_tui.analysis import report
 from hermes_tui.compaction.telemetry import MICRO_FIELDS, MICRO_PREFIX
 
 

@@ -13,7 +13,7 @@ from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
 from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.wiring import open_session
+from hermes_tui.session.wiring import open_session
 
 REPLY = 6
 
@@ -125,7 +125,7 @@ def _stop_after(cancel: threading.Event, pieces: int):
 
 @pytest.mark.parametrize("provider", ["mlx", "openai-api"])
 def test_a_stopped_reply_is_kept_marked_stopped_and_is_not_a_completed_turn(provider, config, store, request):
-    from hermes_tui.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx_runtime import MlxRuntime
 
     if provider == "openai-api":
         server = request.getfixturevalue("mlx_server")

@@ -28,7 +28,7 @@ from helpers import (
     user_texts,
     words,
 )
-from hermes_tui import cli
+from hermes_tui.cli import main as cli
 from hermes_tui.compaction.state import MicroState, recover_state
 from hermes_tui.compaction.window import head_end
 from hermes_tui.store import Store, StoreError
@@ -36,7 +36,7 @@ from hermes_tui.store import db as store_db
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, user_version
-from hermes_tui.summarizers.base import SummarizerError
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.transcript import Message
 
 # --- helpers ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.store import Store
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages
-from hermes_tui.summarizers.base import SummarizerError
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.transcript import Message
 
 OUTCOMES = ("valid", "valid", "valid", "empty", "grown", "instructions", "error")

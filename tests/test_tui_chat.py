@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from hermes_tui import cli
+from hermes_tui.cli import main as cli
 from textual.command import CommandList, CommandPalette
 
 from hermes_tui.config import Config
 from hermes_tui.store import Store
-from hermes_tui.summarizers.base import Completion, SummarizerError
+from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import Message
 from hermes_tui.tui import commands
@@ -34,7 +34,7 @@ from hermes_tui.tui.widgets.messages import (
     AssistantMessage, InfoNote, MarkerMessage, ToolCallView, ToolResultMessage, UserMessage,
 )
 from hermes_tui.tui.widgets.status_bar import StatusBar
-from hermes_tui.wiring import open_session
+from hermes_tui.session.wiring import open_session
 
 REPLY = 6          # tokens per reply: the tiny model never stops by itself
 SIZE = (100, 30)
@@ -117,7 +117,7 @@ class GatedMlxSummarizer:
     device, mid-generation, until the test opens the gate."""
 
     def __init__(self, model: str) -> None:
-        from hermes_tui.mlx_runtime import MlxRuntime
+        from hermes_tui.providers.mlx_runtime import MlxRuntime
 
         self.model_name = model
         self.runtime = MlxRuntime.shared()

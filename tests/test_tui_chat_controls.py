@@ -15,7 +15,7 @@ from textual.widgets import Input, OptionList
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import load_config, render_config_text
-from hermes_tui.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx_runtime import MlxRuntime
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen

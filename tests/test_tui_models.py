@@ -28,8 +28,9 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList, Static
 
 from fake_hub import FakeHub, FakeRepo
-from hermes_tui import bench, hub, paths
-from hermes_tui.bench import BenchRun, PassRow
+from hermes_tui import hub, paths
+from hermes_tui.analysis import bench
+from hermes_tui.analysis.bench import BenchRun, PassRow
 from hermes_tui.config import Config, load_config, save_config
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp

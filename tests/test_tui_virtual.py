@@ -25,7 +25,7 @@ from hermes_tui.tui.widgets.messages import (
     BUDGET, MIN_VIEWS, STREAM_INTERVAL, WINDOW, AssistantMessage, EarlierMessages, InfoNote, MarkerMessage,
     MessageList, ToolCallView, UserMessage, WaitingNote, weight,
 )
-from hermes_tui.wiring import open_session
+from hermes_tui.session.wiring import open_session
 from test_tui_chat import app_for, app_test, make_config, shown_ids, until, views
 
 SIZE = (100, 30)

@@ -20,7 +20,7 @@ from typing import Any
 from hermes_tui import hub
 from hermes_tui.chat.client import ChatError
 from hermes_tui.config import ModelConfig
-from hermes_tui.mlx_runtime import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 from hermes_tui.summarizers.select import ProviderError, resolve_provider
 
 LOCAL, ENDPOINT = "local", "endpoint"
@@ -46,7 +46,7 @@ class ModelChoice:
 
 def local_choices(config_path: Path | None = None) -> list[ModelChoice]:
     """The complete MLX models on this machine (partial downloads cannot run)."""
-    from hermes_tui.models_cli import format_bytes
+    from hermes_tui.cli.models import format_bytes
 
     choices = []
     for model in hub.local_models(config_path):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ModelConfig
-from ..summarizers.base import (
+from ..compaction.summarizer import (
     HTTP_4XX,
     HTTP_5XX,
     MALFORMED,

@@ -17,8 +17,8 @@ from hermes_tui.chat.client import (
     CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, Usage,
 )
 from hermes_tui.content_parts import for_text_only_model
-from hermes_tui.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
-from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE
+from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
+from hermes_tui.compaction.summarizer import TIMEOUT, UNAVAILABLE
 
 CACHE_KEY = "chat"
 _END = object()

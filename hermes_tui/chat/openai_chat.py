@@ -54,7 +54,7 @@ from typing import Any
 
 import openai
 
-from ..openai_errors import (
+from ..providers.openai_errors import (
     Endpoint,
     cause_names,
     connection_failure,

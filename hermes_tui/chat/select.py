@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermes_tui.chat.client import ChatClient
 from hermes_tui.config import ModelConfig
-from hermes_tui.mlx_runtime import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 from hermes_tui.summarizers.select import ProviderError, resolve_provider
 
 

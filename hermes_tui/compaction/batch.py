@@ -19,7 +19,7 @@ from hermes_tui.compaction.state import BATCH_FAILED, COMPRESSED, NOTHING_TO_ABS
 from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.conversation import Splice
-from hermes_tui.summarizers.base import SummarizerError
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.tokens import count_message, count_messages
 from hermes_tui.transcript import BATCH, Message, make_marker
 

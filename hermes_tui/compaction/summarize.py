@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from hermes_tui.compaction import prompts
 from hermes_tui.faults import crash_point
-from hermes_tui.summarizers.base import Completion, Summarizer
+from hermes_tui.compaction.summarizer import Completion, Summarizer
 from hermes_tui.transcript import Message
 
 

@@ -1,6 +1,6 @@
 """Content-free telemetry lines and the human-readable log lines the spec shows.
 
-``hermes_tui.report`` parses these lines back: keep the prefixes stable.
+``hermes_tui.analysis.report`` parses these lines back: keep the prefixes stable.
 """
 
 from __future__ import annotations

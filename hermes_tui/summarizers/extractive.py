@@ -18,7 +18,7 @@ import time
 
 from hermes_tui.compaction.prompts import NOTHING_NEW
 from hermes_tui.compaction.summarize import SummaryRequest
-from hermes_tui.summarizers.base import Completion
+from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import openai
 
-from ..openai_errors import (
+from ..providers.openai_errors import (
     Endpoint,
     connection_failure,
     int_or_none as _int_or_none,
@@ -33,7 +33,7 @@ from ..openai_errors import (
     snippet as _snippet,
     status_failure,
 )
-from .base import (
+from ..compaction.summarizer import (
     MALFORMED,
     TIMEOUT,
     Completion,

@@ -7,8 +7,8 @@ endpoint when a base URL is configured; else a message saying what to configure.
 from __future__ import annotations
 
 from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
-from hermes_tui.mlx_runtime import ModelUnavailable, gpu_available, resolve_model_path
-from hermes_tui.summarizers.base import Summarizer
+from hermes_tui.providers.mlx_runtime import ModelUnavailable, gpu_available, resolve_model_path
+from hermes_tui.compaction.summarizer import Summarizer
 
 
 class ProviderError(Exception):

@@ -25,11 +25,11 @@ from textual.screen import Screen
 
 from hermes_tui import paths
 from hermes_tui.chat.client import UNAVAILABLE, ChatClient, ChatDelta, ChatDone, ChatError
-from hermes_tui.chat.session import Session
+from hermes_tui.session.session import Session
 from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
 from hermes_tui.store import SessionInfo, Store, StoreError
-from hermes_tui.summarizers.base import Summarizer
+from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.summarizers.select import ProviderError
 from hermes_tui.transcript import TranscriptError, parse_transcript
 from hermes_tui.tui.commands import SlashCommandsProvider
@@ -164,7 +164,7 @@ class HermesApp(App):
 
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
-        from hermes_tui.wiring import open_session
+        from hermes_tui.session.wiring import open_session
 
         assert self.chat is not None and self.summarizer is not None
         session = open_session(

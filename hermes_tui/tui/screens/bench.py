@@ -1,6 +1,6 @@
 """The benchmark screen: what a compaction pass costs on this machine, per model.
 
-The measuring is :func:`hermes_tui.bench.run_bench` (shared with ``hermes-tui bench``):
+The measuring is :func:`hermes_tui.analysis.bench.run_bench` (shared with ``hermes-tui bench``):
 the bundled sample session, one warm-up pass, then K measured passes per model, on
 MLX in-process or an OpenAI-compatible endpoint. It runs in a thread worker that
 reports each pass here (a progress bar, the last pass's time); ``c`` or Escape
@@ -37,18 +37,19 @@ from textual.widgets import (
     Button, DataTable, Footer, Input, Label, ProgressBar, Select, SelectionList, Sparkline, Static,
 )
 
-from hermes_tui import bench, hub
-from hermes_tui.bench import BenchConfig, BenchError, BenchProgress, BenchRun, is_success
-from hermes_tui.bench_cli import DEFAULT_PASSES, problem
+from hermes_tui import hub
+from hermes_tui.analysis import bench
+from hermes_tui.analysis.bench import BenchConfig, BenchError, BenchProgress, BenchRun, is_success
+from hermes_tui.cli.bench import DEFAULT_PASSES, problem
 from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.logs import get_logger
-from hermes_tui.models_cli import format_bytes
+from hermes_tui.cli.models import format_bytes
 from hermes_tui.store import StoreError
 from hermes_tui.tui.screens.dialogs import ExportDialog, ExportFormat
 from hermes_tui.tui.screens.sessions import human_time
 
 if TYPE_CHECKING:
-    from hermes_tui.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx_runtime import MlxRuntime
     from hermes_tui.store import Store
 
 __all__ = ["BenchScreen", "DurationBar", "model_label", "write_runs"]
@@ -279,7 +280,7 @@ class BenchScreen(Screen[None]):
         aux = self.config.auxiliary.compression
         if aux.provider in bench.PROVIDERS:
             return aux.provider
-        from hermes_tui.mlx_runtime import gpu_available
+        from hermes_tui.providers.mlx_runtime import gpu_available
 
         return "openai-api" if aux.base_url and not gpu_available() else "mlx"
 

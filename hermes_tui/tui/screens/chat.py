@@ -29,7 +29,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hermes_tui.chat.client import CANCELLED, ChatError
-from hermes_tui.chat.session import Session, TurnResult
+from hermes_tui.session.session import Session, TurnResult
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError

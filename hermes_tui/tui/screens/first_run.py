@@ -20,9 +20,9 @@ from textual.widgets import Button, Static
 
 from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.config import ConfigError
-from hermes_tui.mlx_runtime import ModelUnavailable
+from hermes_tui.providers.mlx_runtime import ModelUnavailable
 from hermes_tui.store import StoreError
-from hermes_tui.summarizers.base import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE, SummarizerError
+from hermes_tui.compaction.summarizer import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE, SummarizerError
 from hermes_tui.summarizers.select import ProviderError
 
 __all__ = ["FirstRunScreen", "first_run_actions", "first_run_problem"]

@@ -35,7 +35,7 @@ from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.redaction import redact_message
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.conversation import Conversation
-from hermes_tui.replay import replay
+from hermes_tui.analysis.replay import replay
 from hermes_tui.transcript import Message, wire_view
 
 DECISION, OPEN_QUESTION = "decision", "open_question"

@@ -13,21 +13,21 @@ from pathlib import Path
 from typing import Sequence
 
 from hermes_tui import __version__, paths
-from hermes_tui.bench_cli import add_bench_parser
-from hermes_tui.eval_cli import add_eval_parser
+from hermes_tui.cli.bench import add_bench_parser
+from hermes_tui.cli.eval import add_eval_parser
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import LogFileError, setup_logging
-from hermes_tui.models_cli import add_parser as add_models_parser
-from hermes_tui.replay import TURN_MODES, ReplayResult, replay
+from hermes_tui.cli.models import add_parser as add_models_parser
+from hermes_tui.analysis.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
-from hermes_tui.context_limits import resolve as resolve_context_limit
+from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.summarizers.select import ProviderError, make_summarizer
 from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
-from hermes_tui.wiring import make_compactor, make_counter
+from hermes_tui.session.wiring import make_compactor, make_counter
 
-DEMO_SESSION = Path(__file__).resolve().parent / "assets" / "demo_session.json"
+DEMO_SESSION = Path(__file__).resolve().parents[1] / "assets" / "demo_session.json"
 
 
 class UserError(Exception):
@@ -288,7 +288,7 @@ def run_app(args: argparse.Namespace) -> int:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
         from hermes_tui.tui.app import HermesApp
 
-        from hermes_tui.mlx_runtime import import_mlx_on_main_thread
+        from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
 
         import_mlx_on_main_thread()
 
@@ -316,7 +316,7 @@ def progress_dots(done: int, total: int, reports: list[PassReport]) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Replay the bundled agent session with the extractive summarizer, printing each pass."""
-    from hermes_tui.report import format_trajectory, trajectory
+    from hermes_tui.analysis.report import format_trajectory, trajectory
 
     config = _config(args, {"auxiliary.compression.provider": "extractive"})
     setup_logging()
@@ -409,7 +409,7 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from hermes_tui.report import main as report_main
+    from hermes_tui.analysis.report import main as report_main
 
     return report_main(args.report_args)
 

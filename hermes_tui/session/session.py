@@ -19,7 +19,7 @@ from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.micro import plan_micro_pass
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.config import Config
-from hermes_tui.context_limits import ContextLimit, ContextLimitResolver
+from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.conversation import Conversation
 from hermes_tui.store import SessionInfo, Store
 from hermes_tui.transcript import Message, wire_view

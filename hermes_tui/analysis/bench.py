@@ -49,16 +49,16 @@ from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.state import ABSORBED, DEFRAG, NOTHING_TO_ABSORB
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
-from hermes_tui.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
+from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
 from hermes_tui.store.db import translate_errors
-from hermes_tui.summarizers.base import TIMEOUT, Summarizer
+from hermes_tui.compaction.summarizer import TIMEOUT, Summarizer
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message, parse_transcript
 
 PROVIDERS = ("mlx", "openai-api")
-SAMPLE_SESSION = Path(__file__).resolve().parent / "assets" / "bench_session.json"
+SAMPLE_SESSION = Path(__file__).resolve().parents[1] / "assets" / "bench_session.json"
 # Large enough that passes absorb (no batch compaction, no window-pressure defrag),
 # small enough that most of the sample session lies before the tail.
 BENCH_CONTEXT_LIMIT = 65_536

@@ -1,6 +1,6 @@
 """``hermes-tui bench``: measure what a compaction pass costs here, per model.
 
-The work is ``hermes_tui.bench`` (shared with the bench screen); this file is the
+The work is ``hermes_tui.analysis.bench`` (shared with the bench screen); this file is the
 command line around it: flags and config defaults, a progress bar on stderr, the
 results table or JSON on stdout, the store. Imports of the benchmark are deferred
 so ``hermes-tui --help`` stays fast.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from hermes_tui.bench import BenchConfig, BenchProgress, BenchRun
+    from hermes_tui.analysis.bench import BenchConfig, BenchProgress, BenchRun
 
 DEFAULT_PASSES = 5
 
@@ -49,9 +49,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
-    from hermes_tui.bench import BenchError
+    from hermes_tui.analysis.bench import BenchError
     from hermes_tui.config import ConfigError
-    from hermes_tui.mlx_runtime import ModelUnavailable
+    from hermes_tui.providers.mlx_runtime import ModelUnavailable
     from hermes_tui.store import StoreError
     from hermes_tui.summarizers.select import ProviderError
     from hermes_tui.transcript import TranscriptError
@@ -64,7 +64,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from hermes_tui import bench, paths
+    from hermes_tui import paths
+    from hermes_tui.analysis import bench
     from hermes_tui.store import Store
 
     if args.list:
@@ -106,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def bench_config(args: argparse.Namespace) -> "BenchConfig":
     """Flags over ``auxiliary.compression`` from config.yaml."""
-    from hermes_tui.bench import BenchConfig, BenchError
+    from hermes_tui.analysis.bench import BenchConfig, BenchError
     from hermes_tui.config import load_config
     from hermes_tui.summarizers.openai_api import resolve_api_key
     from hermes_tui.summarizers.select import resolve_provider
@@ -210,7 +211,7 @@ COLUMNS = ("model", "provider", "passes", "ok", "median s", "p90 s", "prompt tok
 
 def results_table(runs: list["BenchRun"]) -> list[str]:
     """Per model: passes, successes, median and p90 duration, median speeds, memory, summary size."""
-    from hermes_tui.bench import is_success
+    from hermes_tui.analysis.bench import is_success
 
     rows = []
     for run in runs:

@@ -9,13 +9,13 @@ from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import Config, ConfigError, ConfigProblem
-from hermes_tui.summarizers.base import Summarizer
+from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
 
 if TYPE_CHECKING:
     from hermes_tui.chat.client import ChatClient
-    from hermes_tui.chat.session import Session
+    from hermes_tui.session.session import Session
     from hermes_tui.store import Store
 
 
@@ -103,7 +103,7 @@ def open_session(
     ``Session.resolve_context_window`` to resolve it in the background.
     """
     from hermes_tui.chat.select import make_chat_client
-    from hermes_tui.chat.session import Session
+    from hermes_tui.session.session import Session
     from hermes_tui.compaction.state import recover_state
     from hermes_tui.compaction.window import head_end
     from hermes_tui.conversation import Conversation

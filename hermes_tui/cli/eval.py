@@ -1,6 +1,6 @@
 """``hermes-tui eval TRANSCRIPT``: how much of a session's facts the rolling summary keeps.
 
-The logic lives in ``hermes_tui.evaluate``; this module is the command line. Nothing
+The logic lives in ``hermes_tui.analysis.evaluate``; this module is the command line. Nothing
 is stored and no telemetry is written: an evaluation is not a session.
 """
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from hermes_tui.compaction.micro import MODES
-from hermes_tui.replay import TURN_MODES
+from hermes_tui.analysis.replay import TURN_MODES
 
 DEFAULT_CONTEXT_LIMIT = 32_768
 
@@ -59,7 +59,7 @@ class EvalError(Exception):
 def run_eval(args: argparse.Namespace) -> int:
     # "auto" (or the config) may resolve to MLX: only a named non-MLX provider skips it.
     if args.probe or args.provider not in ("extractive", "openai-api"):
-        from hermes_tui.mlx_runtime import import_mlx_on_main_thread
+        from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
 
         import_mlx_on_main_thread()
     try:
@@ -71,10 +71,10 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from hermes_tui.conversation import Conversation
-    from hermes_tui.evaluate import evaluate, format_result, make_probes, run_probes
+    from hermes_tui.analysis.evaluate import evaluate, format_result, make_probes, run_probes
     from hermes_tui.summarizers.select import make_summarizer
     from hermes_tui.transcript import parse_transcript
-    from hermes_tui.wiring import make_compactor, make_counter
+    from hermes_tui.session.wiring import make_compactor, make_counter
 
     if args.context_limit < 256:
         raise EvalError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")

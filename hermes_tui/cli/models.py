@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from hermes_tui import hub
-from hermes_tui.mlx_runtime import ModelUnavailable
+from hermes_tui.providers.mlx_runtime import ModelUnavailable
 
 PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 BAR_WIDTH = 24

@@ -25,7 +25,7 @@ try:  # the openai SDK's HTTP library: httpx2 from openai 3 on, httpx before
 except ImportError:  # pragma: no cover - an older openai
     import httpx as _http
 
-from .summarizers.base import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
+from ..compaction.summarizer import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
 # How much of a server's error text goes into a one-line message.
 MAX_ERROR_TEXT = 160

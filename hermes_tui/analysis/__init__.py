@@ -1,0 +1,1 @@
+"""Offline work: replaying transcripts, benchmarks, fidelity probes, the telemetry report."""

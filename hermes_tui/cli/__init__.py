@@ -1,0 +1,5 @@
+"""The command line: argparse front ends over the packages below; nothing imports it."""
+
+from hermes_tui.cli.main import main
+
+__all__ = ["main"]

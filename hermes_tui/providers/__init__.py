@@ -1,0 +1,1 @@
+"""Reaching a model: MLX in-process, OpenAI-compatible HTTP, window sizes, failure kinds."""

@@ -1,0 +1,1 @@
+"""Summarizer backends behind ``compaction.summarizer.Summarizer``: MLX, OpenAI-compatible, extractive."""
