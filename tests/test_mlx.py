@@ -19,7 +19,8 @@ from hermes_tui.compaction.telemetry import MICRO_PREFIX
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable, resolve_model_path
-from hermes_tui.compaction.summarizer import TIMEOUT, UNAVAILABLE, SummarizerError
+from hermes_tui.compaction.summarizer import SummarizerError
+from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
 

@@ -12,20 +12,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hermes_tui.compaction.summarizer import (
-    HTTP_4XX,
-    HTTP_5XX,
-    MALFORMED,
-    REFUSED,
-    TIMEOUT,
-    Summarizer,
-    SummarizerError,
-)
-from hermes_tui.summarizers.openai_api import (
-    PLACEHOLDER_API_KEY,
-    OpenAISummarizer,
-    resolve_api_key,
-)
+from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
+from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT
+from hermes_tui.providers.select import resolve_api_key
+from hermes_tui.summarizers.openai_api import PLACEHOLDER_API_KEY, OpenAISummarizer
 
 MESSAGES = [
     {"role": "system", "content": "Summarize the exchange in one sentence."},

@@ -8,7 +8,8 @@ from hermes_tui.chat.mlx_chat import MlxChatClient
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.chat.select import make_chat_client
 from hermes_tui.config import Config
-from hermes_tui.summarizers import select
+from hermes_tui.providers import select
+from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
@@ -21,14 +22,14 @@ def cfg(**dotted):
 def test_auto_without_gpu_uses_the_endpoint_when_configured(tiny_model):
     config = cfg(**{"auxiliary.compression.model": str(tiny_model.fp32), "auxiliary.compression.base_url": "http://127.0.0.1:9/v1"})
     assert not select.gpu_available()  # this machine: MLX on the CPU backend
-    assert isinstance(select.make_summarizer(config.auxiliary.compression), OpenAISummarizer)
+    assert isinstance(make_summarizer(config.auxiliary.compression), OpenAISummarizer)
 
 
 def test_auto_with_gpu_and_a_present_model_uses_mlx(tiny_model, monkeypatch):
     monkeypatch.setattr(select, "gpu_available", lambda: True)
     config = cfg(**{"auxiliary.compression.model": str(tiny_model.fp32), "auxiliary.compression.base_url": "http://x/v1"})
     assert select.resolve_provider(config.auxiliary.compression) == "mlx"
-    assert isinstance(select.make_summarizer(config.auxiliary.compression), MlxSummarizer)
+    assert isinstance(make_summarizer(config.auxiliary.compression), MlxSummarizer)
 
 
 def test_auto_with_gpu_but_missing_model_falls_back_or_says_how_to_get_it(tmp_path, monkeypatch, hf_offline_env):
@@ -38,13 +39,13 @@ def test_auto_with_gpu_but_missing_model_falls_back_or_says_how_to_get_it(tmp_pa
     assert select.resolve_provider(config.auxiliary.compression) == "openai-api"
     config = cfg(**{"auxiliary.compression.model": missing})
     with pytest.raises(Exception) as info:
-        select.make_summarizer(config.auxiliary.compression)
+        make_summarizer(config.auxiliary.compression)
     assert missing in str(info.value) and "download" in str(info.value)
 
 
 def test_auto_with_nothing_says_what_to_configure():
     with pytest.raises(select.ProviderError) as info:
-        select.make_summarizer(Config().auxiliary.compression)
+        make_summarizer(Config().auxiliary.compression)
     assert "auxiliary.compression.base_url" in str(info.value) and "extractive" in str(info.value)
     with pytest.raises(select.ProviderError) as info:
         make_chat_client(Config().model)
@@ -55,11 +56,11 @@ def test_forced_mlx_runs_on_the_cpu(tiny_model):
     config = cfg(**{"model.provider": "mlx", "model.model": str(tiny_model.fp32)})
     assert isinstance(make_chat_client(config.model), MlxChatClient)
     config = cfg(**{"auxiliary.compression.provider": "mlx", "auxiliary.compression.model": str(tiny_model.fp32)})
-    assert isinstance(select.make_summarizer(config.auxiliary.compression), MlxSummarizer)
+    assert isinstance(make_summarizer(config.auxiliary.compression), MlxSummarizer)
 
 
 def test_openai_chat_and_extractive():
     config = cfg(**{"model.base_url": "http://127.0.0.1:9/v1", "model.model": "m"})
     assert isinstance(make_chat_client(config.model), OpenAIChatClient)
     config = cfg(**{"auxiliary.compression.provider": "extractive"})
-    assert isinstance(select.make_summarizer(config.auxiliary.compression), ExtractiveSummarizer)
+    assert isinstance(make_summarizer(config.auxiliary.compression), ExtractiveSummarizer)

@@ -26,7 +26,7 @@ from hermes_tui.providers.mlx_runtime import MISSING_MODEL_HELP, ModelUnavailabl
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.summarizers.select import ProviderError
+from hermes_tui.providers.select import ProviderError
 from hermes_tui.transcript import Message
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen, first_run_actions, first_run_problem

@@ -51,7 +51,8 @@ from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
 from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
 from hermes_tui.store.db import translate_errors
-from hermes_tui.compaction.summarizer import TIMEOUT, Summarizer
+from hermes_tui.compaction.summarizer import Summarizer
+from hermes_tui.providers.failures import TIMEOUT
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
 from hermes_tui.tokens import EstimateCounter

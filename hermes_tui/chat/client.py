@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ModelConfig
-from ..compaction.summarizer import (
+from ..providers.failures import (
     HTTP_4XX,
     HTTP_5XX,
     MALFORMED,
@@ -25,7 +25,7 @@ from ..compaction.summarizer import (
     UNAVAILABLE,
 )
 
-# The summarizer failure kinds, plus one: the caller cancelled the call.
+# The failure kinds of ``providers.failures``, plus one: the caller cancelled the call.
 CANCELLED = "cancelled"
 
 # A reply's cap when neither the caller nor the client names one: model.max_tokens's default.

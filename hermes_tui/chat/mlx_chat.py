@@ -18,7 +18,7 @@ from hermes_tui.chat.client import (
 )
 from hermes_tui.content_parts import for_text_only_model
 from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
-from hermes_tui.compaction.summarizer import TIMEOUT, UNAVAILABLE
+from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 
 CACHE_KEY = "chat"
 _END = object()

@@ -53,7 +53,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from hermes_tui.config import ConfigError
     from hermes_tui.providers.mlx_runtime import ModelUnavailable
     from hermes_tui.store import StoreError
-    from hermes_tui.summarizers.select import ProviderError
+    from hermes_tui.providers.select import ProviderError
     from hermes_tui.transcript import TranscriptError
 
     try:
@@ -109,8 +109,8 @@ def bench_config(args: argparse.Namespace) -> "BenchConfig":
     """Flags over ``auxiliary.compression`` from config.yaml."""
     from hermes_tui.analysis.bench import BenchConfig, BenchError
     from hermes_tui.config import load_config
-    from hermes_tui.summarizers.openai_api import resolve_api_key
-    from hermes_tui.summarizers.select import resolve_provider
+    from hermes_tui.providers.select import resolve_api_key
+    from hermes_tui.providers.select import resolve_provider
 
     config_path = getattr(args, "config", None)
     if config_path is not None and not config_path.is_file():

@@ -23,7 +23,8 @@ from hermes_tui.cli.models import add_parser as add_models_parser
 from hermes_tui.analysis.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
-from hermes_tui.summarizers.select import ProviderError, make_summarizer
+from hermes_tui.providers.select import ProviderError
+from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 

@@ -11,17 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-# Failure kinds a backend reports. Telemetry carries the kind, never the text.
-REFUSED = "refused"          # nothing listening / connection refused or reset before a reply
-TIMEOUT = "timeout"          # no complete answer within the configured timeout
-HTTP_4XX = "http_4xx"        # the server rejected the request (bad model name, auth, quota)
-HTTP_5XX = "http_5xx"        # the server failed
-MALFORMED = "malformed"      # a reply that is not a chat completion
-UNAVAILABLE = "unavailable"  # the backend cannot run here (missing model, missing package)
-
 
 class SummarizerError(Exception):
-    """A summarizer call that failed; ``kind`` is one of the constants above."""
+    """A summarizer call that failed; ``kind`` is one of ``providers.failures``' kinds."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

@@ -3,7 +3,7 @@
 Two clients talk to ``POST /v1/chat/completions``: the compression summarizer
 (``summarizers.openai_api``) and the chat model (``chat.openai_chat``). Both send the
 request with ``post_chat_completions`` and turn every failure into an error with a
-``kind`` (``summarizers.base``) and a one-line message that names the endpoint and says
+``kind`` (``providers.failures``) and a one-line message that names the endpoint and says
 what to do. This module holds the parts they share: the request, the mapping of HTTP
 status errors and connection errors raised by the openai SDK, and small text helpers.
 It returns ``(kind, message)`` pairs; each client wraps them in its own exception class.
@@ -25,7 +25,7 @@ try:  # the openai SDK's HTTP library: httpx2 from openai 3 on, httpx before
 except ImportError:  # pragma: no cover - an older openai
     import httpx as _http
 
-from ..compaction.summarizer import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
+from .failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
 # How much of a server's error text goes into a one-line message.
 MAX_ERROR_TEXT = 160

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
-from hermes_tui.compaction.summarizer import TIMEOUT, UNAVAILABLE, Completion, SummarizerError
+from hermes_tui.compaction.summarizer import Completion, SummarizerError
+from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 
 CACHE_KEY = "compression"
 

@@ -18,7 +18,6 @@ a wrong URL would otherwise surface as an ``AttributeError`` deep inside compact
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -33,26 +32,14 @@ from ..providers.openai_errors import (
     snippet as _snippet,
     status_failure,
 )
-from ..compaction.summarizer import (
-    MALFORMED,
-    TIMEOUT,
-    Completion,
-    SummarizerError,
-)
+from ..compaction.summarizer import Completion, SummarizerError
+from ..providers.failures import MALFORMED, TIMEOUT
 
 # Local servers do not check the key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
 
 # The config key a user edits when passes time out (named in the TIMEOUT message).
 TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"
-
-
-def resolve_api_key(env_var: str) -> str | None:
-    """The API key from environment variable ``env_var``; None when unset or blank."""
-    if not env_var:
-        return None
-    value = os.environ.get(env_var, "").strip()
-    return value or None
 
 
 class OpenAISummarizer:

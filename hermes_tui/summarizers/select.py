@@ -1,45 +1,14 @@
-"""Choose the compression backend from config: ``auxiliary.compression.provider``.
+"""Make the compression backend that ``auxiliary.compression.provider`` names.
 
-``auto``: MLX where MLX has a GPU and a model is set; else an OpenAI-compatible
-endpoint when a base URL is configured; else a message saying what to configure.
+Which provider ``auto`` means is ``providers.select.resolve_provider`` (shared with the chat model).
 """
 
 from __future__ import annotations
 
-from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
-from hermes_tui.providers.mlx_runtime import ModelUnavailable, gpu_available, resolve_model_path
 from hermes_tui.compaction.summarizer import Summarizer
-
-
-class ProviderError(Exception):
-    """No usable compression backend: the message says what to configure."""
-
-
-def _model_present(name: str) -> bool:
-    try:
-        resolve_model_path(name)
-        return True
-    except ModelUnavailable:
-        return False
-
-
-def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str = "auxiliary.compression") -> str:
-    """``auto``: MLX when MLX has a GPU and the model is here; else openai-api when a URL is set."""
-    if cfg.provider != "auto":
-        return cfg.provider
-    if cfg.model and gpu_available() and _model_present(cfg.model):
-        return "mlx"
-    if cfg.base_url:
-        return "openai-api"
-    if cfg.model and gpu_available():
-        resolve_model_path(cfg.model)  # raises the message that says how to get it
-    where = "MLX has no GPU on this machine, so " if cfg.model and not gpu_available() else ""
-    hint = " or use provider 'extractive' (no model; --provider extractive)" if role == "auxiliary.compression" else ""
-    raise ProviderError(
-        f"no usable {role} model: {where}set {role}.base_url (any OpenAI-compatible endpoint, e.g. "
-        f"mlx_lm.server, llama.cpp, Ollama) and {role}.model in config.yaml, or set provider: mlx to run "
-        f"MLX on the CPU{hint}"
-    )
+from hermes_tui.config import AuxiliaryCompressionConfig
+from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.select import ProviderError, resolve_api_key, resolve_provider
 
 
 def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
@@ -49,7 +18,7 @@ def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
 
         return ExtractiveSummarizer()
     if provider == "openai-api":
-        from hermes_tui.summarizers.openai_api import OpenAISummarizer, resolve_api_key
+        from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
         if not cfg.base_url:
             raise ProviderError("provider openai-api needs auxiliary.compression.base_url (e.g. http://127.0.0.1:8080/v1)")

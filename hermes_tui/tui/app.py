@@ -30,7 +30,7 @@ from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.compaction.summarizer import Summarizer
-from hermes_tui.summarizers.select import ProviderError
+from hermes_tui.providers.select import ProviderError
 from hermes_tui.transcript import TranscriptError, parse_transcript
 from hermes_tui.tui.commands import SlashCommandsProvider
 from hermes_tui.tui.screens.chat import ChatScreen

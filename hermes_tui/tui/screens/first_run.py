@@ -22,8 +22,9 @@ from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.config import ConfigError
 from hermes_tui.providers.mlx_runtime import ModelUnavailable
 from hermes_tui.store import StoreError
-from hermes_tui.compaction.summarizer import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE, SummarizerError
-from hermes_tui.summarizers.select import ProviderError
+from hermes_tui.compaction.summarizer import SummarizerError
+from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE
+from hermes_tui.providers.select import ProviderError
 
 __all__ = ["FirstRunScreen", "first_run_actions", "first_run_problem"]
 

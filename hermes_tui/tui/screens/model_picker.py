@@ -24,7 +24,7 @@ from textual.widgets.option_list import Option
 from hermes_tui import hub
 from hermes_tui.chat.choices import ChoiceError, ModelChoice, endpoint_choices, local_choices
 from hermes_tui.config import ModelConfig
-from hermes_tui.summarizers.select import resolve_provider
+from hermes_tui.providers.select import resolve_provider
 
 __all__ = ["ModelPicker"]
 
