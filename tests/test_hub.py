@@ -1,4 +1,4 @@
-"""Model management (hermes_tui/hub.py and ``hermes-tui models``) against a fake hub.
+"""Model management (hermes_tui/hub/ and ``hermes-tui models``) against a fake hub.
 
 The Hugging Face hub is unreachable here, so ``tests/fake_hub.py`` serves the tiny
 4-bit model through the endpoints huggingface_hub calls, on a local port, with
@@ -33,6 +33,7 @@ import pytest
 from conftest import free_port
 from fake_hub import FakeHub, FakeRepo
 from hermes_tui import hub
+from hermes_tui.hub import downloads
 from hermes_tui.config import Config, load_config, save_config
 
 REPO = "tiny/model-4bit"
@@ -77,7 +78,7 @@ def hub_env(fake, tmp_path, monkeypatch, hermes_home) -> HubEnv:
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", fake.url)
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", fake.url + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(hub, "RETRY_WAIT_S", 0.01)
+    monkeypatch.setattr(downloads, "RETRY_WAIT_S", 0.01)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return HubEnv(fake, cache, hermes_home, env)
 
@@ -142,7 +143,7 @@ def test_a_bad_catalog_names_the_file_and_the_entry(tmp_path, edit, expected):
 def test_downloads_fetch_the_files_resolve_model_path_expects():
     from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS
 
-    assert hub.ALLOW_PATTERNS == DEFAULT_ALLOW_PATTERNS
+    assert downloads.ALLOW_PATTERNS == DEFAULT_ALLOW_PATTERNS
 
 
 def test_a_download_reports_progress_and_the_model_loads_and_generates(hub_env, tiny_repo, monkeypatch):
@@ -234,7 +235,7 @@ def test_a_dropped_connection_is_resumed_automatically(hub_env, tiny_repo):
 def test_when_retries_fail_the_error_is_one_line_and_a_rerun_resumes(hub_env, tiny_repo):
     fake = hub_env.fake
     fake.drop_at["model.safetensors"] = 600_000
-    fake.statuses["model.safetensors"] = [503] * (hub.RETRIES + 1)  # the server stays down a while
+    fake.statuses["model.safetensors"] = [503] * (downloads.RETRIES + 1)  # the server stays down a while
     with pytest.raises(hub.HubError) as info:
         hub.download(REPO)
     message = str(info.value)
@@ -260,7 +261,7 @@ def test_a_corrupt_partial_file_is_caught_by_the_checksum(hub_env, tiny_repo):
 
 def test_not_enough_disk_space_stops_before_anything_is_written(hub_env, tiny_repo, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(hub.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 50_000, 50_000))
+    monkeypatch.setattr(downloads.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 50_000, 50_000))
     with pytest.raises(hub.NotEnoughSpace) as info:
         hub.download(REPO)
     message = str(info.value)

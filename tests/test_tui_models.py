@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList
 
 from fake_hub import FakeHub, FakeRepo
 from hermes_tui import hub, paths
+from hermes_tui.hub import downloads
 from hermes_tui.analysis import bench
 from hermes_tui.analysis.bench import BenchRun, PassRow
 from hermes_tui.config import Config, load_config, save_config
@@ -444,7 +445,7 @@ async def test_delete_asks_first_escape_keeps_it_confirm_removes_it(config_path,
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
         question = str(app.screen.query_one("#question", Static).content)
-        assert FAKE_REPO in question and hub._format_bytes(size).split()[0] in question
+        assert FAKE_REPO in question and downloads._format_bytes(size).split()[0] in question
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen and FAKE_REPO in local_rows(screen)

@@ -1,0 +1,35 @@
+"""Model files: the catalog, models on this machine, downloads, imports.
+
+Shared by ``hermes-tui models ...`` and the models screen. Nothing here prints or
+imports the UI; long work (``download``) reports through a callback and stops when a
+``threading.Event`` is set, so a screen can run it in a worker thread.
+"""
+
+from hermes_tui.hub.catalog import CATALOG_PATH, ROLES, CatalogModel, default_compression_model, load_catalog
+from hermes_tui.hub.downloads import DownloadProgress, download
+from hermes_tui.hub.errors import CatalogError, DownloadCancelled, HubError, HubUnreachable, NotEnoughSpace
+from hermes_tui.hub.hf import hf_cache_dir, hub_endpoint
+from hermes_tui.hub.local import LocalModel, UseResult, delete_model, find_local_model, local_models, use_model
+
+__all__ = [
+    "CATALOG_PATH",
+    "ROLES",
+    "CatalogError",
+    "CatalogModel",
+    "DownloadCancelled",
+    "DownloadProgress",
+    "HubError",
+    "HubUnreachable",
+    "LocalModel",
+    "NotEnoughSpace",
+    "UseResult",
+    "default_compression_model",
+    "delete_model",
+    "download",
+    "find_local_model",
+    "hf_cache_dir",
+    "hub_endpoint",
+    "load_catalog",
+    "local_models",
+    "use_model",
+]
