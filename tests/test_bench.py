@@ -391,3 +391,10 @@ def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_h
     errors = [line for line in proc.stderr.splitlines() if line.startswith("hermes-tui bench:")]
     assert len(errors) == 1 and str(missing) in errors[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_cli_default_pass_count_is_the_bench_default():
+    from hermes_tui.cli import bench as bench_cli
+
+    assert bench_cli.DEFAULT_PASSES == bench.DEFAULT_PASSES == BenchConfig(models=["m"]).passes
+

@@ -80,11 +80,14 @@ class BenchError(Exception):
 # --- what a run is ---------------------------------------------------------------------
 
 
+DEFAULT_PASSES = 5
+
+
 @dataclass
 class BenchConfig:
     models: list[str]
     provider: str = "mlx"                 # "mlx" | "openai-api"
-    passes: int = 5                       # measured passes per model (K)
+    passes: int = DEFAULT_PASSES          # measured passes per model (K)
     warmup: int = 1                       # passes run first and not recorded
     base_url: str | None = None           # openai-api only
     api_key: str | None = None            # openai-api only
@@ -657,6 +660,13 @@ _PASS_TYPES: dict[str, type] = {
 
 def _parse_cell(cell: str, kind: type) -> Any:
     return None if cell == "" else kind(cell)
+
+
+def problem(run: BenchRun) -> str:
+    if run.error is not None:
+        return run.error  # names the model already
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(run.failures.items())) or "none"
+    return f"{run.model}: no pass got an answer from the model (failures: {kinds}); not saved"
 
 
 def is_success(row: PassRow) -> bool:

@@ -46,7 +46,7 @@ class ModelChoice:
 
 def local_choices(config_path: Path | None = None) -> list[ModelChoice]:
     """The complete MLX models on this machine (partial downloads cannot run)."""
-    from hermes_tui.cli.models import format_bytes
+    from hermes_tui.hub.units import format_bytes
 
     choices = []
     for model in hub.local_models(config_path):

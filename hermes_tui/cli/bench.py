@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from hermes_tui.analysis.bench import BenchConfig, BenchProgress, BenchRun
 
+# analysis.bench.DEFAULT_PASSES, not imported from there: that module loads the backends (~0.5 s),
+# too slow for building the parser (tests/test_bench.py checks the two agree).
 DEFAULT_PASSES = 5
 
 
@@ -101,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
                   "(hermes-tui bench --list)")
     failed = [r for r in runs if r.error is not None or not r.answered]
     for run in failed:
-        print(f"hermes-tui bench: {problem(run)}", file=sys.stderr)
+        print(f"hermes-tui bench: {bench.problem(run)}", file=sys.stderr)
     return 2 if failed else 0
 
 
@@ -135,13 +137,6 @@ def bench_config(args: argparse.Namespace) -> "BenchConfig":
         max_tokens=args.max_tokens if args.max_tokens is not None else aux.max_tokens,
         timeout=aux.timeout,
     )
-
-
-def problem(run: "BenchRun") -> str:
-    if run.error is not None:
-        return run.error  # names the model already
-    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(run.failures.items())) or "none"
-    return f"{run.model}: no pass got an answer from the model (failures: {kinds}); not saved"
 
 
 # --- progress ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from hermes_tui import hub
+from hermes_tui.hub.units import format_bytes, format_duration
 from hermes_tui.providers.mlx_runtime import ModelUnavailable
 
 PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
@@ -76,26 +77,6 @@ def _config_path(args: argparse.Namespace) -> Path | None:
     if path is not None and not Path(path).is_file():
         raise hub.HubError(f"--config {path}: no such file")
     return path
-
-
-# --- formatting ------------------------------------------------------------------------
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def progress_line(p: hub.DownloadProgress) -> str:

@@ -38,12 +38,11 @@ from textual.widgets import (
 )
 
 from hermes_tui import hub
+from hermes_tui.hub.units import format_bytes
 from hermes_tui.analysis import bench
-from hermes_tui.analysis.bench import BenchConfig, BenchError, BenchProgress, BenchRun, is_success
-from hermes_tui.cli.bench import DEFAULT_PASSES, problem
+from hermes_tui.analysis.bench import DEFAULT_PASSES, BenchConfig, BenchError, BenchProgress, BenchRun, is_success, problem
 from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.logs import get_logger
-from hermes_tui.cli.models import format_bytes
 from hermes_tui.store import StoreError
 from hermes_tui.tui.screens.dialogs import ExportDialog, ExportFormat
 from hermes_tui.tui.screens.sessions import human_time
