@@ -28,7 +28,7 @@ from helpers import (
     user_texts,
     words,
 )
-from hermes_tui.cli import main as cli
+from hermes_tui.cli import root as cli
 from hermes_tui.compaction.state import MicroState, recover_state
 from hermes_tui.compaction.window import head_end
 from hermes_tui.store import Store, StoreError

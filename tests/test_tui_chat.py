@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_tui.cli import main as cli
+from hermes_tui.cli import root as cli
 from textual.command import CommandList, CommandPalette
 
 from hermes_tui.config import Config

@@ -1,5 +1,5 @@
 """``python -m hermes_tui.cli``: the same as the ``hermes-tui`` command."""
 
-from hermes_tui.cli.main import main
+from hermes_tui.cli.root import main
 
 raise SystemExit(main())
