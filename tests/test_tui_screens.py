@@ -29,7 +29,8 @@ from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.transcript import Message
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
-from hermes_tui.tui.screens.first_run import FirstRunScreen, first_run_actions, first_run_problem
+from hermes_tui.tui.problems import first_run_actions, first_run_problem
+from hermes_tui.tui.screens.first_run import FirstRunScreen
 from hermes_tui.tui.screens.sessions import ExportDialog, SessionsScreen, human_time
 from hermes_tui.tui.screens.settings import SettingsScreen
 

@@ -1,4 +1,5 @@
-"""Build the engine's parts from a validated config: counter, summarizer, window, compactor."""
+"""Build the engine's parts from a validated config: counter, summarizer, window, compactor;
+open a session, or store a transcript file as a new one."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from hermes_tui.config import Config, ConfigError, ConfigProblem
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
+from hermes_tui.transcript import parse_transcript
 
 if TYPE_CHECKING:
     from hermes_tui.chat.client import ChatClient
     from hermes_tui.session.session import Session
-    from hermes_tui.store import Store
+    from hermes_tui.store import SessionInfo, Store
 
 
 def make_counter(config: Config) -> TokenCounter:
@@ -126,3 +128,14 @@ def open_session(
         compactor.state = recover_state(messages, head_end(messages, compactor.ctx.protect_first_n), compactor.state)
     conv = Conversation(messages, counter=counter)
     return Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)
+
+
+def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
+    """Store a transcript file as a new session (its title: the file name). Raises
+    TranscriptError or OSError for a bad file, StoreError for the database."""
+    messages = parse_transcript(Path(path).read_text(encoding="utf-8"), source=str(path))
+    info = store.create_session(
+        Path(path).stem, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None,
+    )
+    store.flush(info.id, messages)
+    return info

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
@@ -24,49 +24,25 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from hermes_tui import paths
-from hermes_tui.chat.client import UNAVAILABLE, ChatClient, ChatDelta, ChatDone, ChatError
+from hermes_tui.chat.client import ChatClient
+from hermes_tui.chat.unavailable import UnavailableChat
 from hermes_tui.session.session import Session
+from hermes_tui.session.wiring import import_transcript
 from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
-from hermes_tui.store import SessionInfo, Store, StoreError
+from hermes_tui.store import Store, StoreError
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.providers.select import ProviderError
-from hermes_tui.transcript import TranscriptError, parse_transcript
-from hermes_tui.tui.commands import SlashCommandsProvider
+from hermes_tui.transcript import TranscriptError
+from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.screens.first_run import FirstRunScreen, first_run_problem
+from hermes_tui.tui.problems import first_run_problem
+from hermes_tui.tui.screens.first_run import FirstRunScreen
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
 
 log = get_logger("tui")
-
-
-class UnavailableChat:
-    """Stands in for a chat model that could not be set up: every reply fails with why."""
-
-    def __init__(self, error: Exception):
-        self.model_name = ""
-        self.error = error
-
-    def stream(self, messages: list[dict[str, Any]], *, max_tokens: int | None = None, stop=None,
-               cancel=None) -> Iterator[ChatDelta | ChatDone]:
-        raise ChatError(UNAVAILABLE, str(self.error))
-        yield  # pragma: no cover - makes this a generator, like every provider's stream
-
-    def complete(self, messages, *, max_tokens: int | None = None, stop=None, cancel=None) -> ChatDone:
-        raise ChatError(UNAVAILABLE, str(self.error))
-
-
-def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
-    """Store a transcript file as a new session (its title: the file name). Raises
-    TranscriptError or OSError for a bad file, StoreError for the database."""
-    messages = parse_transcript(Path(path).read_text(encoding="utf-8"), source=str(path))
-    info = store.create_session(
-        Path(path).stem, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None,
-    )
-    store.flush(info.id, messages)
-    return info
 
 
 class HermesApp(App):

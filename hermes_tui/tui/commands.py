@@ -1,20 +1,13 @@
-"""Slash commands: the table, parsing, completion, and their command-palette entries.
+"""Slash commands: the table, parsing and completion (plain data; no Textual).
 
 One table serves the composer (``/`` completion), ``/help`` and the command palette
-(ctrl+p), so the three can never disagree about what exists.
+(ctrl+p, ``tui.palette``), so the three can never disagree about what exists.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING
-
-from textual.command import DiscoveryHit, Hit, Hits, Provider
-
-if TYPE_CHECKING:
-    from hermes_tui.tui.app import HermesApp
 
 
 @dataclass(frozen=True)
@@ -77,23 +70,3 @@ def complete(prefix: str) -> list[SlashCommand]:
         return []
     word = prefix[1:].lower()
     return [command for command in COMMANDS if command.name.startswith(word)]
-
-
-class SlashCommandsProvider(Provider):
-    """Each slash command as a command-palette entry (ctrl+p)."""
-
-    def _run(self, name: str) -> None:
-        app: HermesApp = self.app  # type: ignore[assignment]
-        app.run_slash(f"/{name}")
-
-    async def discover(self) -> Hits:
-        for command in COMMANDS:
-            yield DiscoveryHit(command.usage, partial(self._run, command.name), help=command.help)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for command in COMMANDS:
-            candidate = f"/{command.name} {command.help}"
-            score = matcher.match(candidate)
-            if score > 0:
-                yield Hit(score, matcher.highlight(candidate), partial(self._run, command.name), help=command.usage)

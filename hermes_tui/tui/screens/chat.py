@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -36,7 +36,7 @@ from hermes_tui.store import StoreError
 from hermes_tui.transcript import Message
 from hermes_tui.tui import commands
 from hermes_tui.tui.heap import settle_heap
-from hermes_tui.tui.screens.first_run import first_run_problem
+from hermes_tui.tui.problems import first_run_problem
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.messages import (
@@ -45,9 +45,26 @@ from hermes_tui.tui.widgets.messages import (
 from hermes_tui.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:
-    from hermes_tui.tui.app import HermesApp
+    from pathlib import Path
+
+    from hermes_tui.chat.choices import ModelChoice
+    from hermes_tui.config import Config
 
 log = get_logger("tui")
+
+
+class ChatHost(Protocol):
+    """What the chat screen asks of the app that hosts it (``HermesApp``), and nothing more."""
+
+    config: Config
+    config_path: Path
+    reply_tokens: int | None
+
+    def new_session(self) -> None: ...
+    def show_sessions(self) -> None: ...
+    def open_tool_screen(self, name: str) -> None: ...
+    def use_chat_model(self, choice: ModelChoice) -> dict[str, Any]: ...
+
 
 PASS, BATCH = "pass", "batch"
 KEYS = (
@@ -137,7 +154,7 @@ class ChatScreen(Screen):
         self._spinner: Timer | None = None
 
     @property
-    def hermes(self) -> "HermesApp":
+    def hermes(self) -> ChatHost:
         return self.app  # type: ignore[return-value]
 
     @property
@@ -533,7 +550,7 @@ class ChatScreen(Screen):
                 await self.note(str(exc), title="The chat model was not changed", severity="warning")
                 return
         else:
-            choice = await app.push_screen_wait(ModelPicker(app.config.model, app.config_path, self._models_now()))
+            choice = await self.app.push_screen_wait(ModelPicker(app.config.model, app.config_path, self._models_now()))
             if choice is None:
                 return
         if self.busy:  # switching reopens the session: what is in flight lands in this one first
@@ -545,7 +562,7 @@ class ChatScreen(Screen):
         except ConfigError as exc:
             await self.note(str(exc), title="The chat model was not changed", severity="error")
             return
-        app.notify(", ".join(f"{key} = {value}" for key, value in changes.items()), title="Chat model set")
+        self.app.notify(", ".join(f"{key} = {value}" for key, value in changes.items()), title="Chat model set")
 
     def _models_now(self) -> str:
         u = self.session.usage()

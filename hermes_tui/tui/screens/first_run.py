@@ -2,14 +2,12 @@
 
 Shown instead of the chat when there is no usable model, the endpoint is down, the
 model is not downloaded, or the config or the session database cannot be read. It
-never shows a traceback: ``first_run_problem`` turns the exception into two plain
-sentences. Each button dismisses the screen with its action (``"settings"``,
+never shows a traceback: ``tui.problems.first_run_problem`` turns the exception into two
+plain sentences. Each button dismisses the screen with its action (``"settings"``,
 ``"models"``, ``"retry"``, ``"quit"``); the app decides what that means.
 """
 
 from __future__ import annotations
-
-import re
 
 from textual import on
 from textual.app import ComposeResult
@@ -18,24 +16,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Static
 
-from hermes_tui.chat.client import CANCELLED, ChatError
-from hermes_tui.config import ConfigError
-from hermes_tui.providers.mlx_runtime import ModelUnavailable
-from hermes_tui.store import StoreError
-from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE
-from hermes_tui.providers.select import ProviderError
+from hermes_tui.tui.problems import QUIT, SETTINGS, first_run_actions, first_run_problem
 
 __all__ = ["FirstRunScreen", "first_run_actions", "first_run_problem"]
-
-SETTINGS = ("Open settings", "settings")
-MODELS = ("Open models", "models")
-RETRY = ("Try again", "retry")
-QUIT = ("Quit", "quit")
-
-_URL = re.compile(r"https?://[^\s,;()]+")
-_MISSING_MODEL = re.compile(r"model (\S+) is not in the local Hugging Face cache")
-_NO_FOLDER = re.compile(r"^(.+?): (no such model folder|not an MLX model folder)")
 
 
 class FirstRunScreen(Screen[str]):
@@ -115,143 +98,3 @@ class FirstRunScreen(Screen[str]):
 
     def action_choose(self, action: str) -> None:
         self.dismiss(action)
-
-
-def first_run_problem(exc: BaseException) -> tuple[str, str]:
-    """``(problem, fix)``: what is wrong and the one step that fixes it, as plain sentences."""
-    message = _one_line(str(exc))
-    if isinstance(exc, ConfigError):
-        where = exc.path or "config.yaml"
-        return (
-            f"The settings file has a problem: {message}",
-            f"Fix that line in {where} with a text editor, or open settings to replace the file "
-            "with valid values (the old one is kept as a .bak copy).",
-        )
-    if isinstance(exc, StoreError):
-        return _store_problem(message)
-    if isinstance(exc, ModelUnavailable):
-        return _missing_model(message)
-    if isinstance(exc, ProviderError):
-        return _provider_problem(message)
-    if isinstance(exc, (ChatError, SummarizerError)):
-        return _call_problem(exc.kind, message, compression=isinstance(exc, SummarizerError))
-    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    return (
-        f"Something went wrong: {what}",
-        "Try again; if it keeps happening, the log (hermes-tui report) says more.",
-    )
-
-
-def first_run_actions(exc: BaseException) -> list[tuple[str, str]]:
-    """The buttons that make sense for ``exc``; the first one is the likely fix."""
-    kind = getattr(exc, "kind", None)
-    if isinstance(exc, StoreError):
-        return [QUIT]
-    if isinstance(exc, ModelUnavailable) or kind == UNAVAILABLE or _is_missing_model(str(exc)):
-        return [MODELS, SETTINGS, QUIT]
-    if isinstance(exc, ProviderError):
-        return [SETTINGS, MODELS, QUIT]
-    if kind in (REFUSED, TIMEOUT, HTTP_5XX, CANCELLED):
-        return [RETRY, SETTINGS, QUIT]
-    return [SETTINGS, QUIT]
-
-
-# --------------------------------------------------------------------------- internals
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _endpoint(message: str) -> str:
-    match = _URL.search(message)
-    return match.group(0).rstrip(".:") if match else ""
-
-
-def _is_missing_model(message: str) -> bool:
-    return bool(_MISSING_MODEL.search(message) or _NO_FOLDER.search(message))
-
-
-def _missing_model(message: str) -> tuple[str, str]:
-    fix = "Open the models screen to download it, or choose a model you have in settings."
-    if match := _MISSING_MODEL.search(message):
-        return f"Model {match.group(1)} is not downloaded", fix
-    if match := _NO_FOLDER.search(message):
-        return f"The model folder {match.group(1)} is not an MLX model", fix
-    return f"The model cannot be loaded: {message}", fix
-
-
-def _provider_problem(message: str) -> tuple[str, str]:
-    if _is_missing_model(message):
-        return _missing_model(message)
-    if "auxiliary.compression" in message:
-        return (
-            "No compression model is configured",
-            "Open settings and set the compression model: the base URL and model name of an "
-            "OpenAI-compatible server, or an MLX model. Provider extractive needs no model at all.",
-        )
-    if "model." in message or "usable model model" in message:
-        return (
-            "No chat model is configured",
-            "Open settings and choose the chat model: the base URL and model name of an "
-            "OpenAI-compatible server (llama.cpp, Ollama, LM Studio, mlx_lm.server), or an MLX model.",
-        )
-    return "The model setup is incomplete", message[:1].upper() + message[1:]
-
-
-def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, str]:
-    url = _endpoint(message)
-    section = "auxiliary.compression" if compression else "model"
-    server = f"The endpoint {url}" if url else ("The compression model" if compression else "The chat model")
-    if kind == REFUSED:
-        what = "refused the connection" if "refused" in message else "could not be reached"
-        return (
-            f"{server} {what}",
-            f"Start the model server (mlx_lm.server, llama-server, ollama serve, ...) and try again, "
-            f"or point {section}.base_url at a running one in settings.",
-        )
-    if kind == TIMEOUT:
-        return (
-            f"{server} did not answer in time",
-            "Check that the server is running and not busy, then try again; a smaller model answers faster.",
-        )
-    if kind == HTTP_4XX:
-        hint = re.search(r"\((check [^()]*(?:\([^()]*\)[^()]*)*|rate limited[^()]*)\)\s*$", message)
-        fix = hint.group(1) if hint else f"check {section}.model and {section}.api_key_env"
-        return f"{server} rejected the request", f"{fix[:1].upper()}{fix[1:]} in settings."
-    if kind == HTTP_5XX:
-        return f"{server} failed with a server error", "Check the server's log, restart it, and try again."
-    if kind == MALFORMED:
-        return (
-            f"{server} did not answer like an OpenAI-compatible server",
-            f"Check {section}.base_url in settings: it usually ends in /v1.",
-        )
-    if kind == UNAVAILABLE:
-        if _is_missing_model(message):
-            return _missing_model(message)
-        return (
-            f"The {'compression' if compression else 'chat'} model cannot run here: {message}",
-            "Choose another model in settings, or download one in the models screen.",
-        )
-    if kind == CANCELLED:
-        return "The request was cancelled", "Try again."
-    return f"{server} failed: {message}", "Try again, or check the settings."
-
-
-def _store_problem(message: str) -> tuple[str, str]:
-    if "locked" in message:
-        return (
-            "The session database is in use by another hermes-tui",
-            "Close the other hermes-tui, then start this one again.",
-        )
-    if "cannot create" in message:
-        return (
-            f"The session database cannot be created: {message}",
-            "Make the folder writable, or set HERMES_HOME to another folder.",
-        )
-    detail = message.split(". It was left untouched")[0]
-    return (
-        f"The session database is unreadable: {detail}",
-        "It was left untouched. Move it aside (or restore a backup) and start again, "
-        "or set HERMES_HOME to use another folder.",
-    )

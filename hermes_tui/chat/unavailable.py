@@ -1,0 +1,23 @@
+"""The chat client that stands in when none could be set up: every reply fails with why."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from hermes_tui.chat.client import UNAVAILABLE, ChatDelta, ChatDone, ChatError
+
+
+class UnavailableChat:
+    """Stands in for a chat model that could not be set up: every reply fails with why."""
+
+    def __init__(self, error: Exception):
+        self.model_name = ""
+        self.error = error
+
+    def stream(self, messages: list[dict[str, Any]], *, max_tokens: int | None = None, stop=None,
+               cancel=None) -> Iterator[ChatDelta | ChatDone]:
+        raise ChatError(UNAVAILABLE, str(self.error))
+        yield  # pragma: no cover - makes this a generator, like every provider's stream
+
+    def complete(self, messages, *, max_tokens: int | None = None, stop=None, cancel=None) -> ChatDone:
+        raise ChatError(UNAVAILABLE, str(self.error))
