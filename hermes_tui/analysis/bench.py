@@ -50,7 +50,7 @@ from hermes_tui.compaction.state import ABSORBED, DEFRAG, NOTHING_TO_ABSORB
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
 from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
-from hermes_tui.store.db import translate_errors
+from hermes_tui.store import Store, bench_runs
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.providers.failures import TIMEOUT
 from hermes_tui.summarizers.mlx import MlxSummarizer
@@ -532,70 +532,48 @@ def _iso(ts: float) -> str:
 
 
 # --- the store ---------------------------------------------------------------------------
-# Functions over a Store rather than Store methods: the benchmark owns this table's shape.
-
-_COLUMNS = "id, model, provider, started, duration_s, load_s, cancelled, machine, settings, passes, medians"
+# The rows are store.bench_runs'; what a run is (BenchRun) is the benchmark's.
 
 
-def save_run(store, run: BenchRun) -> int:
+def save_run(store: Store, run: BenchRun) -> int:
     """Insert ``run`` (one row); sets and returns its id."""
-    with translate_errors(store.path):
-        cursor = store.conn.execute(
-            "INSERT INTO bench_runs (model, provider, started, duration_s, load_s, cancelled, machine, settings, "
-            "passes, medians) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                run.model, run.provider, run.started_at, run.duration_s, run.load_s, int(run.cancelled),
-                json.dumps(run.machine), json.dumps(run.settings),
-                json.dumps([asdict(p) for p in run.passes]), json.dumps(run.medians),
-            ),
-        )
-    run.id = cursor.lastrowid
+    run.id = bench_runs.insert_run(store, {
+        "model": run.model, "provider": run.provider, "started": run.started_at, "duration_s": run.duration_s,
+        "load_s": run.load_s, "cancelled": int(run.cancelled), "machine": run.machine, "settings": run.settings,
+        "passes": [asdict(p) for p in run.passes], "medians": run.medians,
+    })
     return run.id
 
 
-def list_runs(store, *, model: str | None = None, limit: int | None = None) -> list[BenchRun]:
+def list_runs(store: Store, *, model: str | None = None, limit: int | None = None) -> list[BenchRun]:
     """Saved runs, newest first (of one model when given)."""
-    sql = f"SELECT {_COLUMNS} FROM bench_runs"
-    params: list[Any] = []
-    if model is not None:
-        sql += " WHERE model = ?"
-        params.append(model)
-    sql += " ORDER BY started DESC, id DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    with translate_errors(store.path):
-        rows = store.conn.execute(sql, params).fetchall()
-    return [_from_row(row) for row in rows]
+    return [_from_row(row) for row in bench_runs.select_runs(store, model=model, limit=limit)]
 
 
-def load_run(store, run_id: int) -> BenchRun:
-    with translate_errors(store.path):
-        row = store.conn.execute(f"SELECT {_COLUMNS} FROM bench_runs WHERE id = ?", (run_id,)).fetchone()
+def load_run(store: Store, run_id: int) -> BenchRun:
+    row = bench_runs.select_run(store, run_id)
     if row is None:
         raise KeyError(f"no benchmark run {run_id}")
     return _from_row(row)
 
 
-def delete_run(store, run_id: int) -> None:
-    with translate_errors(store.path):
-        store.conn.execute("DELETE FROM bench_runs WHERE id = ?", (run_id,))
+def delete_run(store: Store, run_id: int) -> None:
+    bench_runs.delete_run(store, run_id)
 
 
-def _from_row(row: tuple) -> BenchRun:
-    run_id, model, provider, started, duration_s, load_s, cancelled, machine, settings, passes, meds = row
+def _from_row(row: dict[str, Any]) -> BenchRun:
     return BenchRun(
-        model=model,
-        provider=provider,
-        started_at=started,
-        machine=json.loads(machine),
-        settings=json.loads(settings),
-        passes=[PassRow(**p) for p in json.loads(passes)],
-        medians=json.loads(meds),
-        duration_s=duration_s,
-        load_s=load_s,
-        cancelled=bool(cancelled),
-        id=run_id,
+        model=row["model"],
+        provider=row["provider"],
+        started_at=row["started"],
+        machine=row["machine"],
+        settings=row["settings"],
+        passes=[PassRow(**p) for p in row["passes"]],
+        medians=row["medians"],
+        duration_s=row["duration_s"],
+        load_s=row["load_s"],
+        cancelled=bool(row["cancelled"]),
+        id=row["id"],
     )
 
 
