@@ -7,7 +7,6 @@ transcript's total is kept by ``Transcript`` from these cached counts.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -144,17 +143,3 @@ def find_tokenizer_file(path: str | Path) -> Path | None:
     if candidate.is_dir():
         candidate = candidate / "tokenizer.json"
     return candidate if candidate.is_file() and candidate.suffix == ".json" else None
-
-
-def make_counter(*sources: str | Path | None) -> TokenCounter:
-    """The first real tokenizer found among ``sources`` (paths or model folders), else the estimate."""
-    for source in sources:
-        if not source:
-            continue
-        found = find_tokenizer_file(source)
-        if found is not None:
-            try:
-                return TokenizerCounter(found)
-            except (OSError, ValueError, json.JSONDecodeError, Exception):  # noqa: BLE001 - a bad file falls back
-                continue
-    return EstimateCounter()

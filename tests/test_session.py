@@ -18,6 +18,12 @@ from hermes_tui.session.wiring import open_session
 REPLY = 6
 
 
+def send(session, text: str, **reply):
+    """A turn as the app runs it: the user's message first, then the streamed reply."""
+    session.add_user_message(text)
+    return session.reply(**reply)
+
+
 @pytest.fixture
 def config(tiny_model):
     return Config().with_overrides({
@@ -35,7 +41,7 @@ def store(tmp_path):
 def test_a_turn_streams_the_reply_and_stores_both_messages(config, store):
     session = open_session(config, store, title="t")
     deltas: list[str] = []
-    turn = session.send("Hello there", on_delta=deltas.append, max_tokens=REPLY)
+    turn = send(session, "Hello there", on_delta=deltas.append, max_tokens=REPLY)
     assert "".join(deltas) == turn.reply.content and turn.done.usage.completion_tokens == REPLY
     stored = store.load_active(session.info.id)
     assert [(m.role, m.content) for m in stored] == [("user", "Hello there"), ("assistant", turn.reply.content)]
@@ -48,7 +54,7 @@ def test_compaction_after_turns_and_resume_continues_where_it_left_off(config, s
     store.flush(session.info.id, session.conv.messages)
     session.resolve_context_window()
     assert session.compactor.ctx.window.limit == 4096  # from config: no background work needed
-    session.send("Keep going", max_tokens=REPLY)
+    send(session, "Keep going", max_tokens=REPLY)
     reports = session.finalize_turn()
     assert reports and reports[0].outcome in ("absorbed", "defrag")
     cursor, summary = session.compactor.cursor(session.conv.messages), session.compactor.rolling_summary
@@ -56,7 +62,7 @@ def test_compaction_after_turns_and_resume_continues_where_it_left_off(config, s
     resumed = open_session(config, store, session_id=session.info.id)
     assert [m.id for m in resumed.conv.messages] == [m.id for m in session.conv.messages]
     assert resumed.compactor.cursor(resumed.conv.messages) == cursor
-    resumed.send("And more", max_tokens=REPLY)
+    send(resumed, "And more", max_tokens=REPLY)
     report = resumed.finalize_turn()[0]
     assert report.outcome in ("absorbed", "defrag", "nothing_to_absorb")
     assert resumed.compactor.rolling_summary.startswith(summary.splitlines()[0])
@@ -68,7 +74,7 @@ def test_a_reply_that_lands_while_a_pass_runs_does_not_invalidate_it(config, sto
     store.flush(session.info.id, session.conv.messages)
     session.resolve_context_window()
     planned = session.plan_pass()  # the worker's snapshot
-    session.send("sent while the pass ran", max_tokens=REPLY)
+    send(session, "sent while the pass ran", max_tokens=REPLY)
     report = session.publish_pass(planned)
     assert report.outcome in ("absorbed", "defrag")
     assert session.conv.messages[-2].content == "sent while the pass ran"
@@ -80,7 +86,7 @@ def test_a_failing_chat_keeps_what_the_user_typed(tiny_model, store):
     chat = OpenAIChatClient("http://127.0.0.1:9/v1", "m", timeout=2)
     session = open_session(config, store, title="down", chat=chat)
     with pytest.raises(ChatError) as info:
-        session.send("my important question", max_tokens=REPLY)
+        send(session, "my important question", max_tokens=REPLY)
     assert info.value.kind == "refused"
     assert [m.content for m in store.load_active(session.info.id)] == ["my important question"]
 
@@ -102,7 +108,7 @@ def test_batch_now_keeps_user_messages(config, store):
     session.conv.extend(agent_session(exchanges=30, size=120))
     store.flush(session.info.id, session.conv.messages)
     users = [m.content for m in session.conv.messages if m.role == "user"]
-    report = session.compress_now("the bug")
+    report = session.publish_pass(session.plan_compress("the bug"))
     assert report.outcome == "compressed"
     assert [m.content for m in session.conv.messages if m.role == "user"] == users
     assert [m.id for m in store.load_active(session.info.id)] == [m.id for m in session.conv.messages]
@@ -135,7 +141,7 @@ def test_a_stopped_reply_is_kept_marked_stopped_and_is_not_a_completed_turn(prov
     session = open_session(config, store, title="stop", chat=chat)
     cancel = threading.Event()
     seen, on_delta = _stop_after(cancel, 3)
-    turn = session.send("Tell me a long story", on_delta=on_delta, cancel=cancel, max_tokens=4000)
+    turn = send(session, "Tell me a long story", on_delta=on_delta, cancel=cancel, max_tokens=4000)
 
     assert turn.stopped and turn.reply.meta["stopped"] is True
     assert turn.reply.content == "".join(seen) and turn.reply.content.strip()
@@ -156,7 +162,7 @@ def test_a_stopped_reply_is_kept_marked_stopped_and_is_not_a_completed_turn(prov
     resumed = open_session(config, store, session_id=session.info.id, chat=chat)
     assert resumed.conv.messages[-1].meta["stopped"] is True
     assert resumed.conv.messages[-1].content == turn.reply.content
-    nxt = resumed.send("Go on", max_tokens=REPLY)  # the next turn carries on after the partial reply
+    nxt = send(resumed, "Go on", max_tokens=REPLY)  # the next turn carries on after the partial reply
     assert not nxt.stopped and "stopped" not in nxt.reply.meta and resumed.turns_completed == 1
 
 
@@ -165,7 +171,7 @@ def test_a_reply_stopped_before_any_text_keeps_nothing(config, store):
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(ChatError) as info:
-        session.send("never mind", cancel=cancel, max_tokens=REPLY)
+        send(session, "never mind", cancel=cancel, max_tokens=REPLY)
     assert info.value.kind == "cancelled"
     assert [m.content for m in store.load_active(session.info.id)] == ["never mind"]
     assert [m.role for m in session.conv.messages] == ["user"]
@@ -174,5 +180,5 @@ def test_a_reply_stopped_before_any_text_keeps_nothing(config, store):
 def test_the_reply_cap_defaults_to_model_max_tokens(config, store):
     capped = config.with_overrides({"model.max_tokens": 5})
     session = open_session(capped, store, title="cap")  # the chat client is built from the config
-    turn = session.send("Hello")
+    turn = send(session, "Hello")
     assert turn.done.usage.completion_tokens == 5 and turn.reply.meta["usage"]["finish_reason"] == "length"

@@ -81,15 +81,6 @@ class Session:
             self.store.flush(self.info.id, [message])
         return message
 
-    def send(
-        self, text: str, *, on_delta: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None, max_tokens: int | None = None,
-    ) -> TurnResult:
-        """Add the user's message, stream the reply, store both. Raises ChatError on failure
-        (the user's message stays: nothing they typed is lost)."""
-        self.add_user_message(text)
-        return self.reply(on_delta=on_delta, cancel=cancel, max_tokens=max_tokens)
-
     def reply(
         self, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
         max_tokens: int | None = None,
@@ -166,18 +157,11 @@ class Session:
     def plan_compress(self, focus: str | None = None) -> PassResult:
         """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.
 
-        Unlike ``compress_now`` the summarizer runs outside the lock, so turns go on meanwhile.
+        The summarizer runs outside the lock, so turns go on meanwhile.
         """
         with self.lock:
             snapshot = list(self.conv.messages)
         return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
-
-    def compress_now(self, focus: str | None = None) -> PassReport:
-        """``/compact [focus]``: batch compaction now."""
-        with self.lock:
-            report = self.compactor.compress(self.conv, focus=focus, persist=self._persist)
-            self.last_pass = report
-            return report
 
     def over_threshold(self) -> bool:
         return self.conv.total_tokens > self.compactor.ctx.window.threshold_tokens
