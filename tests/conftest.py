@@ -8,42 +8,18 @@ exists (``mlx_lm.server``'s /v1/models fails without it).
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BUILD_TINY = REPO_ROOT / "models" / "build_tiny.py"
-
-SERVER_START_TIMEOUT_S = 90.0
-SERVER_STOP_TIMEOUT_S = 10.0
-
-
-def load_build_tiny():
-    """Import models/build_tiny.py by path (models/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("build_tiny", BUILD_TINY)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from support.servers import SERVER_START_TIMEOUT_S, free_port, server_log_tail, stop_server, wait_until_serving
+from support.tiny_model import load_build_tiny
 
 
 class TinyModel(NamedTuple):
@@ -81,85 +57,6 @@ def hf_offline_env(tmp_path_factory) -> Iterator[dict[str, str]]:
         yield env
 
 
-def _read_log(log_path: Path) -> str:
-    try:
-        return log_path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-def _server_log_tail(log_path: Path, limit: int = 6000) -> str:
-    """The end of the server log without the /health polling lines."""
-    lines = [line for line in _read_log(log_path).splitlines() if '"GET /health' not in line]
-    return "\n".join(lines)[-limit:] or "(empty server log)"
-
-
-def _wait_until_serving(
-    process: subprocess.Popen, root: str, model: str, log_path: Path, deadline: float
-) -> None:
-    """Wait for /health, then for one real completion.
-
-    mlx_lm 0.32 loads the model in a generation thread at startup and answers /health
-    with 503 until it is loaded; if loading fails the thread dies, the process lives on
-    and /health stays 503, so the log is checked too. The completion proves the whole
-    path works (older versions load the model lazily on the first request).
-    """
-
-    def check_alive() -> None:
-        if process.poll() is not None:
-            raise RuntimeError(f"mlx_lm.server exited with code {process.returncode}")
-        if "generation thread died" in _read_log(log_path):
-            raise RuntimeError("mlx_lm.server could not load the model")
-
-    while True:
-        check_alive()
-        try:
-            with urllib.request.urlopen(f"{root}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    break
-        except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError("mlx_lm.server did not answer /health in time")
-        time.sleep(0.1)
-
-    body = json.dumps(
-        {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
-    ).encode()
-    while True:
-        check_alive()
-        request = urllib.request.Request(
-            f"{root}/v1/chat/completions",
-            data=body,
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as resp:
-                if resp.status == 200 and json.loads(resp.read()).get("choices"):
-                    return
-        except urllib.error.HTTPError as exc:
-            # The server answered with an error (e.g. 404 when the model fails to
-            # load): waiting will not fix that.
-            detail = exc.read().decode(errors="replace")[:500]
-            raise RuntimeError(f"first completion failed with HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, OSError, ValueError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError("mlx_lm.server did not complete a first request in time")
-        time.sleep(0.2)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-
-
 @pytest.fixture(scope="session")
 def mlx_server(tiny_model, hf_offline_env, tmp_path_factory) -> Iterator[MlxServer]:
     """A real ``mlx_lm.server`` serving the tiny fp32 model on a free local port."""
@@ -181,14 +78,14 @@ def mlx_server(tiny_model, hf_offline_env, tmp_path_factory) -> Iterator[MlxServ
     started = time.monotonic()
     startup_error = None
     try:
-        _wait_until_serving(process, root, model, log_path, started + SERVER_START_TIMEOUT_S)
+        wait_until_serving(process, root, model, log_path, started + SERVER_START_TIMEOUT_S)
     except Exception as exc:  # reported below, with the server's log
         startup_error = exc
     if startup_error is not None:
-        _stop(process)
+        stop_server(process)
         pytest.fail(
             f"could not start {' '.join(command)}: {startup_error}\n"
-            f"--- server log ({log_path}) ---\n{_server_log_tail(log_path)}",
+            f"--- server log ({log_path}) ---\n{server_log_tail(log_path)}",
             pytrace=False,
         )
     # Visible with -s / in the report's captured setup output.
@@ -196,7 +93,7 @@ def mlx_server(tiny_model, hf_offline_env, tmp_path_factory) -> Iterator[MlxServ
     try:
         yield MlxServer(base_url=f"{root}/v1", model=model, process=process, log_path=log_path)
     finally:
-        _stop(process)
+        stop_server(process)
 
 
 @pytest.fixture

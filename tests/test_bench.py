@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from support.servers import free_port
 from hermes_tui.analysis import bench
 from hermes_tui.analysis.bench import BenchConfig, BenchRun, PassRow, run_bench
 from hermes_tui.compaction.telemetry import MICRO_PREFIX

@@ -11,47 +11,20 @@ every pass fails with ``cut_off`` and that the third failure on one exchange ski
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import free_port
+from support.cli import COMPACT, SCRIPT, explain, run_cli, write_json
+from support.servers import free_port
 
-SCRIPT = Path(sys.executable).parent / "hermes-tui"
-ENTRY_POINTS = {
-    "module": [sys.executable, "-m", "hermes_tui.cli"],
-    "script": [str(SCRIPT)],
-}
 TELEMETRY_PREFIX = "micro compaction telemetry: "
-CLI_TIMEOUT_S = 120
 
 
 # --- running the CLI -----------------------------------------------------------------
-
-
-def run_cli(
-    home: Path, *args: str, entry: str = "module", cwd: Path | None = None, timeout: float = CLI_TIMEOUT_S
-) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    env.pop("OPENAI_API_KEY", None)
-    return subprocess.run(
-        [*ENTRY_POINTS[entry], *args],
-        env=env,
-        cwd=cwd or home,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def explain(proc: subprocess.CompletedProcess) -> str:
-    return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-3000:]}"
 
 
 def telemetry(home: Path) -> list[dict[str, Any]]:
@@ -89,11 +62,6 @@ def markers(messages: list[dict], kind: str | None = None) -> list[dict]:
 
 def user_contents(messages: list[dict]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "user"]
-
-
-def write_json(path: Path, messages: list[dict]) -> Path:
-    path.write_text(json.dumps(messages, indent=2), encoding="utf-8")
-    return path
 
 
 def write_jsonl(path: Path, messages: list[dict]) -> Path:
@@ -265,9 +233,6 @@ def home(tmp_path) -> Path:
     home = tmp_path / "hermes_home"
     home.mkdir()
     return home
-
-
-COMPACT = ("--provider", "extractive", "--context-limit", "4096")
 
 
 def check_compacted(session: list[dict], out: list[dict]) -> None:

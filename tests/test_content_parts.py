@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import ScriptedSummarizer, make_compactor
-from test_cli import explain, run_cli
-from test_openai_chat import FakeEndpoint, chunk, sse_reply, usage_chunk
-from test_tui_chat import SIZE, app_for, app_test, make_config, settle
+from support.chat_app import SIZE, app_for, app_test, make_config, settle
+from support.cli import explain, run_cli
+from support.openai_endpoint import FakeEndpoint, chunk, sse_reply, usage_chunk
 from hermes_tui.compaction.prompts import render_messages
 from hermes_tui.config import Config
 from hermes_tui.store import Store

@@ -31,7 +31,7 @@ from hermes_tui.providers.context_limits import (
     resolve,
 )
 
-from conftest import free_port
+from support.servers import free_port
 
 # --------------------------------------------------------------------------- a fake server
 

@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import pytest
 
-from conftest import free_port
-from fake_hub import FakeHub, FakeRepo
+from support.servers import free_port
+from support.fake_hub import FakeHub, FakeRepo
 from hermes_tui import hub
 from hermes_tui.hub import downloads
 from hermes_tui.config import Config, load_config, save_config

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from helpers import ScriptedSummarizer, assert_tools_paired, exchange, make_compactor, user
-from test_cli import COMPACT, explain, run_cli, write_json
+from support.cli import COMPACT, explain, run_cli, write_json
 
 from hermes_tui.compaction import batch
 from hermes_tui.compaction.markers import META, read_marker

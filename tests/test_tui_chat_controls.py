@@ -23,10 +23,10 @@ from hermes_tui.tui.screens.model_picker import ModelPicker
 from hermes_tui.tui.screens.settings import SettingsScreen
 from hermes_tui.tui.widgets.messages import AssistantMessage, MarkerMessage
 
-from test_tui_chat import (  # noqa: F401 - config, db_path and store are fixtures
-    REPLY, SIZE, GatedSummarizer, app_for, app_test, config, db_path, label, notes, settle, store,
-    store_session, type_and_send, until, views,
+from support.chat_app import (
+    REPLY, SIZE, GatedSummarizer, app_for, app_test, label, notes, settle, store_session, type_and_send, until, views,
 )
+from test_tui_chat import config, db_path, store  # noqa: F401 - fixtures (they move to tui/conftest.py with the files)
 
 LONG = 4000     # tokens: a reply that is still streaming when Escape is pressed
 USER_COMMENT = "# my own note about the chat model\n"

@@ -27,7 +27,7 @@ from textual.app import App
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList, Static
 
-from fake_hub import FakeHub, FakeRepo
+from support.fake_hub import FakeHub, FakeRepo
 from hermes_tui import hub, paths
 from hermes_tui.hub import downloads
 from hermes_tui.analysis import bench
@@ -40,7 +40,7 @@ from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen
 from hermes_tui.tui.screens.models import ImportDialog, ModelsScreen
-from test_tui_chat import REPLY, app_test, type_and_send, until
+from support.chat_app import REPLY, app_test, type_and_send, until
 
 SIZE = (120, 40)
 CAP = 32  # tokens a benchmark pass may generate: the tiny model never stops by itself
@@ -211,7 +211,7 @@ async def test_open_import_use_as_compression_model_and_benchmark_it(config_path
 @app_test
 async def test_import_a_gguf_file_and_make_it_the_chat_model(config_path, store, tiny_model, tmp_path):
     pytest.importorskip("gguf")
-    from test_gguf_import import write_gguf
+    from support.gguf_files import write_gguf
 
     gguf_file = write_gguf(tiny_model.fp32, tmp_path / "tiny-f32.gguf")
     app = hermes(config_path, store)

@@ -13,7 +13,7 @@ from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.messages import MarkerMessage, ToolCallView
-from test_tui_chat import REPLY, make_config, store_session
+from support.chat_app import REPLY, make_config, store_session
 
 
 @pytest.fixture

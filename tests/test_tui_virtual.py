@@ -26,7 +26,7 @@ from hermes_tui.tui.widgets.messages import (
     MessageList, ToolCallView, UserMessage, WaitingNote, weight,
 )
 from hermes_tui.session.wiring import open_session
-from test_tui_chat import app_for, app_test, make_config, shown_ids, until, views
+from support.chat_app import app_for, app_test, make_config, shown_ids, until, views
 
 SIZE = (100, 30)
 LONG = 300

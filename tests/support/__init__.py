@@ -1,0 +1,1 @@
+"""Support code shared by the tests (plain modules, not tests): imported as ``support.*``."""
