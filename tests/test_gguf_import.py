@@ -24,8 +24,13 @@ mx = pytest.importorskip("mlx.core")
 
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 
-from hermes_tui import gguf_import  # noqa: E402
-from hermes_tui.gguf_import import ModelImportError, import_model  # noqa: E402
+from hermes_tui.cli.models import add_import_parser  # noqa: E402
+from hermes_tui.hub.gguf import convert as gguf_convert  # noqa: E402
+from hermes_tui.hub.gguf import header as gguf_header  # noqa: E402
+from hermes_tui.hub.gguf import quants as gguf_quants  # noqa: E402
+from hermes_tui.hub.gguf import tokenizer as gguf_tokenizer  # noqa: E402
+from hermes_tui.hub.import_common import ModelImportError  # noqa: E402
+from hermes_tui.hub.model_import import import_model  # noqa: E402
 from support.gguf_files import gguf_tensor_name, llama_cpp_permute, quantize_q4_k, write_gguf  # noqa: E402
 
 PROMPT_MESSAGES = [
@@ -288,11 +293,11 @@ def test_pre_tokenizer_regexes_match_transformers():
     splits = getattr(mapping, "GGUF_PRE_TOKENIZER_SPLITS", None)
     if splits is None:
         pytest.skip("this transformers has no GGUF pre-tokenizer table")
-    assert gguf_import._LLAMA3_SPLIT == splits["llama-bpe"]
-    assert gguf_import._QWEN2_SPLIT == splits["qwen2"]
-    for name, family in gguf_import._SPLIT_FAMILIES.items():
+    assert gguf_tokenizer._LLAMA3_SPLIT == splits["llama-bpe"]
+    assert gguf_tokenizer._QWEN2_SPLIT == splits["qwen2"]
+    for name, family in gguf_tokenizer._SPLIT_FAMILIES.items():
         if name in splits:
-            want = gguf_import._LLAMA3_SPLIT if family == "llama3" else gguf_import._QWEN2_SPLIT
+            want = gguf_tokenizer._LLAMA3_SPLIT if family == "llama3" else gguf_tokenizer._QWEN2_SPLIT
             assert splits[name] == want, name
 
 
@@ -306,10 +311,10 @@ def test_q4_k_repacking_is_lossless_against_the_reference_decoder(tmp_path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    header = gguf_import.read_gguf_header(tmp_path / "t.gguf")
+    header = gguf_header.read_gguf_header(tmp_path / "t.gguf")
     (tensor,) = header.tensors
     assert (tensor.type_name, tensor.shape) == ("Q4_K", (16, 512))
-    packed, scales, biases = gguf_import.q4_k_to_mlx(tmp_path / "t.gguf", tensor)
+    packed, scales, biases = gguf_quants.q4_k_to_mlx(tmp_path / "t.gguf", tensor)
     got = np.array(mx.dequantize(packed, scales.astype(mx.float32), biases.astype(mx.float32), group_size=32, bits=4))
     want = gguf.quants.dequantize(raw, Q.Q4_K)
     # Exact but for float16 scales/biases.
@@ -317,7 +322,7 @@ def test_q4_k_repacking_is_lossless_against_the_reference_decoder(tmp_path):
 
 
 def test_ggml_type_table_matches_the_gguf_package():
-    for type_id, (name, block, block_bytes) in gguf_import.GGML_TYPES.items():
+    for type_id, (name, block, block_bytes) in gguf_header.GGML_TYPES.items():
         qtype = Q[name]
         assert qtype.value == type_id
         assert gguf.constants.GGML_QUANT_SIZES[qtype] == (block, block_bytes)
@@ -333,7 +338,7 @@ def test_llama3_rope_freqs_become_rope_scaling(tiny_model, gguf_dir, tmp_path, h
     shutil.copytree(tiny_model.fp32, scaled)
     cfg = json.loads((scaled / "config.json").read_text())
     (scaled / "config.json").write_text(json.dumps({**cfg, "rope_scaling": scaling}))
-    freqs = gguf_import.llama3_rope_factors(cfg["head_dim"], cfg["rope_theta"], 8.0)
+    freqs = gguf_convert.llama3_rope_factors(cfg["head_dim"], cfg["rope_theta"], 8.0)
     assert 1.0 in freqs and 8.0 in freqs and any(1 < f < 8 for f in freqs)  # all three regions
     path = write_gguf(tiny_model.fp32, gguf_dir / "tiny-llama3.gguf", rope_freqs=freqs)
 
@@ -509,7 +514,7 @@ def test_import_subcommand(f32_gguf, hermes_home, tmp_path, capsys):
     from hermes_tui import paths
 
     parser = argparse.ArgumentParser(prog="hermes-tui models")
-    gguf_import.add_import_parser(parser.add_subparsers(dest="action"))
+    add_import_parser(parser.add_subparsers(dest="action"))
     args = parser.parse_args(["import", str(f32_gguf), "--name", "x"])
     assert args.run(args) == 0
     assert (paths.models_dir() / "x" / "config.json").is_file()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import json
 import sys
 import threading
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from hermes_tui import hub
+from hermes_tui.hub.import_common import ModelImportError
+from hermes_tui.hub.model_import import import_model
 from hermes_tui.hub.units import format_bytes, format_duration
 from hermes_tui.providers.mlx_runtime import ModelUnavailable
 
@@ -49,14 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     use.add_argument("--role", choices=hub.ROLES, required=True)
     use.set_defaults(run=_one_line_errors(run_use))
 
-    # --- models import -------------------------------------------------------------
-    # Owned by hermes_tui/gguf_import.py, which adds its own parser when it exists.
-    if importlib.util.find_spec("hermes_tui.gguf_import") is not None:
-        from hermes_tui import gguf_import
-
-        add_import_parser = getattr(gguf_import, "add_import_parser", None)
-        if add_import_parser is not None:
-            add_import_parser(actions)
+    add_import_parser(actions)
     return models
 
 
@@ -244,3 +238,63 @@ def _catalog_quietly() -> list[hub.CatalogModel]:
         return hub.load_catalog()
     except hub.CatalogError:
         return []
+
+
+# --- models import ---------------------------------------------------------------
+
+
+def add_import_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``import PATH [--name NAME]`` to the ``models`` command's sub-parsers."""
+    parser = subparsers.add_parser(
+        "import",
+        help="import a local MLX model folder or a GGUF file into the models folder",
+        description=(
+            "Import a local model. An MLX folder (config.json, model*.safetensors, tokenizer) "
+            "is checked and hard-linked or copied; a GGUF file (llama architecture; F32, F16, "
+            "BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q2_K, Q6_K tensors) is converted to an MLX folder."
+        ),
+    )
+    parser.add_argument("path", type=Path, metavar="PATH", help="an MLX model folder or a .gguf file")
+    parser.add_argument("--name", help="name in the models folder (default: the folder or file name)")
+    parser.set_defaults(run=run_import)
+    return parser
+
+
+def run_import(args: argparse.Namespace) -> int:
+    progress = _TerminalProgress(sys.stderr) if sys.stderr.isatty() else None
+    try:
+        dest = import_model(args.path, args.name, progress=progress)
+    except ModelImportError as exc:
+        if progress:
+            progress.close()
+        print(f"hermes-tui: {exc}", file=sys.stderr)
+        return 2
+    if progress:
+        progress.close()
+    print(f"imported {dest.name}: {dest}")
+    return 0
+
+
+class _TerminalProgress:
+    """One self-overwriting status line on a terminal."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage in ("copying", "writing"):
+            text = f"{stage} {done / 1e6:,.0f}/{total / 1e6:,.0f} MB"
+        elif stage == "converting":
+            text = f"converting tensor {done}/{total}"
+        else:
+            text = f"{stage}..." if done < total else f"{stage} done"
+        self.stream.write("\r\033[K" + text)
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False

@@ -1,6 +1,6 @@
 """The models screen: the curated catalog and the models on this machine.
 
-Everything here is :mod:`hermes_tui.hub` (and :mod:`hermes_tui.gguf_import`), the same
+Everything here is :mod:`hermes_tui.hub` (its imports: :mod:`hermes_tui.hub.model_import`), the same
 code as ``hermes-tui models``; the screen only shows it. Two tables, one above the
 other: the catalog (what to download, with its cost: parameters, disk, memory,
 context, licence, what it suits) and what is on this machine (the Hugging Face
@@ -663,7 +663,8 @@ class ModelsScreen(Screen[Config | None]):
 
     @work(thread=True, group="transfer", exit_on_error=False)
     def _import_worker(self, request: ImportRequest) -> None:
-        from hermes_tui.gguf_import import ModelImportError, import_model
+        from hermes_tui.hub.import_common import ModelImportError
+        from hermes_tui.hub.model_import import import_model
 
         post = self.post_message
 

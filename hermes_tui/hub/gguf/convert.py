@@ -1,0 +1,322 @@
+"""A GGUF llama model as an MLX model folder: tensor names, the RoPE permutation undone,
+config.json and rope scaling from the metadata, the weights saved in shards."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hermes_tui.hub.gguf.header import GGUFHeader, MLX_QUANTIZED, md_value
+from hermes_tui.hub.gguf.quants import q4_k_to_mlx, spot_check
+from hermes_tui.hub.gguf.tokenizer import build_tokenizer
+from hermes_tui.hub.import_common import ModelImportError, ProgressFn, SHARD_BYTES, brief, write_json
+
+
+# llama.cpp tensor names -> mlx_lm llama names (the suffix, .weight/.scales/.biases/.bias,
+# is kept).
+_LLAMA_GLOBAL = {
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
+}
+_LLAMA_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_BLOCK_NAME = re.compile(r"blk\.(\d+)\.([a-z_]+)\.(weight|scales|biases|bias)")
+_GLOBAL_NAME = re.compile(r"([a-z_]+)\.(weight|scales|biases|bias)")
+
+
+def _mlx_name(gguf_name: str) -> tuple[str, str | None]:
+    """(MLX name, llama.cpp role such as "attn_q") for a tensor name from mx.load."""
+    # mx.load names the packed part of a quantized tensor without ".weight" in some
+    # versions ("t", "t.scales", "t.biases"); treat a bare name as the weight.
+    name = gguf_name if re.search(r"\.(weight|scales|biases|bias)$", gguf_name) else gguf_name + ".weight"
+    m = _BLOCK_NAME.fullmatch(name)
+    if m and m.group(2) in _LLAMA_BLOCK:
+        return f"model.layers.{m.group(1)}.{_LLAMA_BLOCK[m.group(2)]}.{m.group(3)}", m.group(2)
+    m = _GLOBAL_NAME.fullmatch(name)
+    if m and m.group(1) in _LLAMA_GLOBAL:
+        return f"{_LLAMA_GLOBAL[m.group(1)]}.{m.group(2)}", m.group(1)
+    raise ModelImportError(f"unexpected tensor {gguf_name!r} for a llama model (not a plain dense Llama?)")
+
+
+def _unpermute_rows(a, n_head: int):
+    """Undo llama.cpp's Q/K permutation (convert_hf_to_gguf.py ``LlamaModel.permute``).
+
+    llama.cpp rotates adjacent pairs (GPT-J style RoPE); Hugging Face Llama rotates the
+    two halves of each head. The converter reorders each head's rows from
+    [x0..x(h/2-1), y0..y(h/2-1)] to [x0, y0, x1, y1, ...]; this puts them back. It is a
+    row permutation, so it applies to quantized weights, scales and biases alike.
+    """
+    rows = a.shape[0]
+    if rows % (2 * n_head):
+        raise ModelImportError(f"cannot undo the RoPE permutation: {rows} rows for {n_head} heads")
+    rest = tuple(a.shape[1:])
+    return a.reshape((n_head, rows // n_head // 2, 2) + rest).swapaxes(1, 2).reshape(a.shape)
+
+
+def convert_gguf(path: Path, header: GGUFHeader, out: Path, progress: ProgressFn | None) -> None:
+    import mlx.core as mx
+
+    if progress:
+        progress("reading", 0, 1)
+    try:
+        weights, metadata = mx.load(str(path), return_metadata=True)
+    except Exception as exc:  # noqa: BLE001 - MLX raises RuntimeError/ValueError for bad files
+        raise ModelImportError(f"{path.name}: MLX cannot read this GGUF ({brief(exc)})") from None
+    if progress:
+        progress("reading", 1, 1)
+
+    by_name = {t.name: t for t in header.tensors}
+    config = _llama_config(metadata, header, path)
+    freqs = weights.pop("rope_freqs.weight", weights.pop("rope_freqs", None))
+    if freqs is not None:
+        if "rope_scaling" in config:
+            raise ModelImportError(f"{path.name}: both rope_freqs and {config['rope_scaling']} scaling")
+        config["rope_scaling"] = _llama3_scaling_from_freqs(freqs.astype(mx.float32), config, path)
+    n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
+
+    # Q4_K: MLX's decoder is wrong; repack from the file's bytes instead.
+    for t in header.tensors:
+        if t.type_name == "Q4_K":
+            base = t.name[: -len(".weight")] if t.name.endswith(".weight") else t.name
+            for key in (t.name, base, base + ".scales", base + ".biases"):
+                weights.pop(key, None)
+            w, s, b = q4_k_to_mlx(path, t)
+            weights.update({t.name: w, base + ".scales": s, base + ".biases": b})
+        elif t.type_name in MLX_QUANTIZED:
+            spot_check(path, t, weights)
+        elif t.type_name == "BF16":
+            arr = weights.get(t.name)
+            if arr is not None and bool(mx.any(mx.isinf(arr)).item()):
+                raise ModelImportError(f"{path.name}: BF16 tensor {t.name} overflows float16")
+
+    converted: dict[str, Any] = {}
+    total = len(weights)
+    for i, (gguf_name, arr) in enumerate(sorted(weights.items())):
+        mlx_name, role = _mlx_name(gguf_name)
+        if role == "attn_q":
+            arr = _unpermute_rows(arr, n_head)
+        elif role == "attn_k":
+            arr = _unpermute_rows(arr, n_kv)
+        converted[mlx_name] = arr
+        if progress:
+            progress("converting", i + 1, total)
+
+    _check_shapes(converted, config, path)
+    config["tie_word_embeddings"] = "lm_head.weight" not in converted
+    quantization = _quantization_entry(converted)
+    if quantization:
+        config["quantization"] = quantization
+        config["quantization_config"] = quantization
+    config["imported_from"] = {
+        "format": "gguf",
+        "file": path.name,
+        "tensor_types": dict(sorted(Counter(t.type_name for t in by_name.values()).items())),
+    }
+
+    try:
+        tokenizer, tokenizer_config, special_ids = build_tokenizer(metadata, config["max_position_embeddings"])
+    except ModelImportError as exc:
+        raise ModelImportError(f"{path.name}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - tokenizers rejects bad vocabularies with plain Exception
+        raise ModelImportError(f"{path.name}: cannot build the tokenizer ({brief(exc)})") from None
+    config.update(special_ids)
+
+    write_json(out / "config.json", config)
+    tokenizer.save(str(out / "tokenizer.json"))
+    write_json(out / "tokenizer_config.json", tokenizer_config)
+    _save_weights(converted, out, progress)
+
+
+def _md_float(metadata: dict, key: str, default: float | None = None) -> float | None:
+    value = md_value(metadata, key, default)
+    if value is None:
+        return None
+    # float32 in the file: 1e-5 arrives as 9.999999747e-06; keep float32's 7 digits.
+    return float(f"{float(value):.7g}")
+
+
+def _llama_config(metadata: dict, header: GGUFHeader, path: Path) -> dict[str, Any]:
+    arch = "llama"
+
+    def need(key: str) -> Any:
+        value = md_value(metadata, f"{arch}.{key}")
+        if value is None:
+            raise ModelImportError(f"{path.name}: GGUF metadata has no {arch}.{key}")
+        return value
+
+    hidden = int(need("embedding_length"))
+    n_head = int(need("attention.head_count"))
+    n_kv = int(md_value(metadata, f"{arch}.attention.head_count_kv", n_head))
+    head_dim = int(md_value(metadata, f"{arch}.attention.key_length", hidden // n_head))
+    value_dim = int(md_value(metadata, f"{arch}.attention.value_length", head_dim))
+    rope_dims = int(md_value(metadata, f"{arch}.rope.dimension_count", head_dim))
+    if value_dim != head_dim or rope_dims != head_dim:
+        raise ModelImportError(
+            f"{path.name}: unusual attention shape (key {head_dim}, value {value_dim}, rope {rope_dims}) not supported"
+        )
+    embed = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
+    if embed is None:
+        raise ModelImportError(f"{path.name}: no token_embd.weight tensor")
+    vocab_size = int(embed.shape[0])
+    n_tokens = len(metadata.get("tokenizer.ggml.tokens") or ())
+    if n_tokens > vocab_size:
+        raise ModelImportError(f"{path.name}: {n_tokens} tokens but only {vocab_size} embedding rows")
+
+    config: dict[str, Any] = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": hidden,
+        "num_hidden_layers": int(need("block_count")),
+        "intermediate_size": int(need("feed_forward_length")),
+        "num_attention_heads": n_head,
+        "num_key_value_heads": n_kv,
+        "head_dim": head_dim,
+        "vocab_size": vocab_size,
+        "rms_norm_eps": _md_float(metadata, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5),
+        "rope_theta": _md_float(metadata, f"{arch}.rope.freq_base", 10000.0),
+        "max_position_embeddings": int(md_value(metadata, f"{arch}.context_length", 2048)),
+    }
+    rope_scaling = _rope_scaling(metadata, config, path)
+    if rope_scaling:
+        config["rope_scaling"] = rope_scaling
+    return config
+
+
+def llama3_rope_factors(
+    head_dim: int, base: float, factor: float, low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0, original_max_position_embeddings: int = 8192,
+) -> list[float]:
+    """The per-frequency factors llama.cpp stores as ``rope_freqs`` for Llama 3.1+ scaling."""
+    import math
+
+    old = original_max_position_embeddings
+    low_wavelen, high_wavelen = old / low_freq_factor, old / high_freq_factor
+    factors = []
+    for i in range(0, head_dim, 2):
+        wavelen = 2 * math.pi * base ** (i / head_dim)
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return factors
+
+
+def _rope_scaling(metadata: dict, config: dict, path: Path) -> dict | None:
+    """RoPE scaling named in the metadata (Llama 3's ``rope_freqs`` tensor is handled apart)."""
+    kind = md_value(metadata, "llama.rope.scaling.type")
+    if kind in (None, "none", ""):
+        return None
+    if kind == "linear":
+        return {"type": "linear", "factor": _md_float(metadata, "llama.rope.scaling.factor", 1.0)}
+    raise ModelImportError(f"{path.name}: RoPE scaling {kind!r} is not supported")
+
+
+def _llama3_scaling_from_freqs(freqs, config: dict, path: Path) -> dict:
+    """The ``rope_scaling`` that reproduces a ``rope_freqs`` tensor, or an error."""
+    import numpy as np
+
+    values = np.array(freqs, dtype=np.float64).reshape(-1)
+    if values.size != config["head_dim"] // 2:
+        raise ModelImportError(f"{path.name}: rope_freqs has {values.size} values, expected {config['head_dim'] // 2}")
+    factor = float(values.max())
+    for low, high, old in ((1.0, 4.0, 8192), (1.0, 4.0, 4096), (1.0, 4.0, 16384)):
+        expected = llama3_rope_factors(config["head_dim"], config["rope_theta"], factor, low, high, old)
+        if np.allclose(values, expected, rtol=1e-4, atol=1e-6):
+            return {
+                "rope_type": "llama3", "factor": float(f"{factor:.7g}"), "low_freq_factor": low,
+                "high_freq_factor": high, "original_max_position_embeddings": old,
+            }
+    raise ModelImportError(f"{path.name}: rope_freqs does not match Llama 3 RoPE scaling; not supported")
+
+
+def _check_shapes(weights: dict, config: dict, path: Path) -> None:
+    """Catch a GGUF whose tensors disagree with its metadata before writing anything."""
+    hidden, head_dim = config["hidden_size"], config["head_dim"]
+    expected_rows = {
+        "model.embed_tokens": config["vocab_size"],
+        "self_attn.q_proj": config["num_attention_heads"] * head_dim,
+        "self_attn.k_proj": config["num_key_value_heads"] * head_dim,
+        "self_attn.v_proj": config["num_key_value_heads"] * head_dim,
+        "self_attn.o_proj": hidden,
+        "mlp.gate_proj": config["intermediate_size"],
+        "mlp.up_proj": config["intermediate_size"],
+        "mlp.down_proj": hidden,
+    }
+    for name, arr in weights.items():
+        if not name.endswith(".weight") or arr.ndim != 2:
+            continue
+        for part, rows in expected_rows.items():
+            if f"{part}.weight" in name and arr.shape[0] != rows:
+                raise ModelImportError(
+                    f"{path.name}: tensor for {name} has {arr.shape[0]} rows, the metadata implies {rows}"
+                )
+    for i in range(config["num_hidden_layers"]):
+        if f"model.layers.{i}.self_attn.q_proj.weight" not in weights:
+            raise ModelImportError(f"{path.name}: layer {i} has no attention weights")
+
+
+def _quantization_entry(weights: dict) -> dict | None:
+    """config["quantization"]: the most common (bits, group) plus per-layer exceptions."""
+    found: dict[str, tuple[int, int]] = {}
+    for name, scales in weights.items():
+        if not name.endswith(".scales"):
+            continue
+        layer = name[: -len(".scales")]
+        packed = weights[layer + ".weight"]
+        group = 32  # every GGUF type kept quantized here uses blocks of 32
+        in_dims = scales.shape[-1] * group
+        found[layer] = (packed.shape[-1] * 32 // in_dims, group)
+    if not found:
+        return None
+    (bits, group), _ = Counter(found.values()).most_common(1)[0]
+    entry: dict[str, Any] = {"group_size": group, "bits": bits, "mode": "affine"}
+    for layer, (b, g) in sorted(found.items()):
+        if (b, g) != (bits, group):
+            entry[layer] = {"group_size": g, "bits": b, "mode": "affine"}
+    return entry
+
+
+def _save_weights(weights: dict, out: Path, progress: ProgressFn | None) -> None:
+    import mlx.core as mx
+
+    shards: list[dict] = []
+    size = 0
+    for name in sorted(weights):
+        arr = weights[name]
+        if not shards or (size + arr.nbytes > SHARD_BYTES and shards[-1]):
+            shards.append({})
+            size = 0
+        shards[-1][name] = arr
+        size += arr.nbytes
+    total = sum(a.nbytes for a in weights.values())
+    done = 0
+    if progress:
+        progress("writing", 0, total)
+    index: dict[str, str] = {}
+    for i, shard in enumerate(shards):
+        file_name = "model.safetensors" if len(shards) == 1 else f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        mx.save_safetensors(str(out / file_name), shard, metadata={"format": "mlx"})
+        index.update({k: file_name for k in shard})
+        done += sum(a.nbytes for a in shard.values())
+        if progress:
+            progress("writing", done, total)
+    if len(shards) > 1:
+        write_json(
+            out / "model.safetensors.index.json",
+            {"metadata": {"total_size": total}, "weight_map": dict(sorted(index.items()))},
+        )
