@@ -23,7 +23,7 @@ from hermes_tui.tui import commands
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.composer import Composer
-from hermes_tui.tui.widgets.messages import (
+from hermes_tui.tui.widgets.message_views import (
     AssistantMessage, MarkerMessage, ToolCallView, ToolResultMessage, UserMessage,
 )
 from hermes_tui.tui.widgets.status_bar import StatusBar

@@ -21,7 +21,7 @@ from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.model_picker import ModelPicker
 from hermes_tui.tui.screens.settings import SettingsScreen
-from hermes_tui.tui.widgets.messages import AssistantMessage, MarkerMessage
+from hermes_tui.tui.widgets.message_views import AssistantMessage, MarkerMessage
 
 from support.chat_app import (
     REPLY, SIZE, GatedSummarizer, app_for, app_test, label, notes, settle, store_session, type_and_send, until, views,

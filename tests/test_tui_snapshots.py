@@ -12,7 +12,7 @@ import pytest
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.widgets.composer import Composer
-from hermes_tui.tui.widgets.messages import MarkerMessage, ToolCallView
+from hermes_tui.tui.widgets.message_views import MarkerMessage, ToolCallView
 from support.chat_app import REPLY, make_config, store_session
 
 

@@ -21,10 +21,10 @@ from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import Message, make_marker
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.widgets.messages import (
-    BUDGET, MIN_VIEWS, STREAM_INTERVAL, WINDOW, AssistantMessage, EarlierMessages, InfoNote, MarkerMessage,
-    MessageList, ToolCallView, UserMessage, WaitingNote, weight,
+from hermes_tui.tui.widgets.message_views import (
+    STREAM_INTERVAL, AssistantMessage, InfoNote, MarkerMessage, ToolCallView, UserMessage,
 )
+from hermes_tui.tui.widgets.messages import BUDGET, MIN_VIEWS, WINDOW, EarlierMessages, MessageList, WaitingNote, weight
 from hermes_tui.session.wiring import open_session
 from support.chat_app import app_for, app_test, make_config, shown_ids, until, views
 

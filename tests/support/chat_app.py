@@ -16,7 +16,7 @@ from hermes_tui.transcript import Message
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.composer import Composer
-from hermes_tui.tui.widgets.messages import InfoNote
+from hermes_tui.tui.widgets.message_views import InfoNote
 from hermes_tui.tui.widgets.status_bar import StatusBar
 from hermes_tui.session.wiring import open_session
 

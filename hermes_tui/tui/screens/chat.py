@@ -39,9 +39,9 @@ from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
-from hermes_tui.tui.widgets.messages import (
-    AssistantMessage, InfoNote, MarkerMessage, MessageList, UserMessage, columns, first_line, one_line,
-)
+from hermes_tui.tui.widgets.message_views import AssistantMessage, InfoNote, MarkerMessage, UserMessage
+from hermes_tui.tui.widgets.messages import MessageList
+from hermes_tui.tui.widgets.text import columns, first_line, one_line
 from hermes_tui.tui.widgets.status_bar import StatusBar, StatusInfo
 
 if TYPE_CHECKING:

@@ -1,7 +1,5 @@
-"""How transcript messages look in the chat: one view per message, compact by default.
-
-Each view carries the id of the message it shows, so the list can follow the
-transcript when a pass splices it (absorbed messages go, the marker comes) without
+"""The chat's message list, following the transcript: each view (``message_views``) carries
+the id of the message it shows, so the list can follow the transcript when a pass splices it (absorbed messages go, the marker comes) without
 re-rendering the rest. Views with no id are not in the transcript (yet): a reply
 still streaming, a note such as ``/usage``.
 
@@ -17,339 +15,30 @@ laid out at most ``1 / STREAM_INTERVAL`` times a second, however fast its pieces
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Union
 
 from textual import events, on
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.markup import escape
+from textual.containers import VerticalScroll
 from textual.message import Message as UIMessage
 from textual.widget import Widget
-from textual.widgets import Button, Collapsible, Label, Markdown, Static
+from textual.widgets import Static
 
-from hermes_tui.content_parts import Attachment, attachments, text_only
+from hermes_tui.content_parts import attachments
 from hermes_tui.transcript import Message
+from hermes_tui.tui.widgets.message_views import InfoNote, MessageView, view_for
+from hermes_tui.tui.widgets.text import body_text
 
-SHORT = 68  # a one-line summary of a call or result, in cells
 WINDOW = 60            # message views mounted at most: the newest; older ones on request
+
 BUDGET = 200           # ... and about this many widgets in them (``weight``), but
+
 MIN_VIEWS = 8          # ... never fewer views than this (if there are as many messages)
-STREAM_INTERVAL = 0.05  # s: a streaming reply is laid out at most 20 times a second
-
-
-def one_line(text: str, limit: int = SHORT) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
-def short_args(arguments: Any) -> str:
-    """``{"command": "ls -la"}`` -> ``ls -la``; several keys -> ``path=a.py, line=3``."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, TypeError):
-            return one_line(arguments)
-    if isinstance(arguments, dict):
-        if len(arguments) == 1:
-            value = next(iter(arguments.values()))
-            return one_line(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-        parts = [f"{key}={value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
-                 for key, value in arguments.items()]
-        return one_line(", ".join(parts))
-    return one_line(json.dumps(arguments, ensure_ascii=False))
-
-
-# A part that is not text shows as a row of its own: its kind and what is known of it.
-ATTACHMENT_ICONS = {"image": "🖼", "audio": "🔊", "file": "📎"}
-
-
-def attachment_label(attachment: Attachment) -> str:
-    """``🖼 image (image/png, 12 KB)``: the row a non-text part shows as (never its payload)."""
-    icon = ATTACHMENT_ICONS.get(attachment.kind, "◻")
-    return f"{icon} {attachment.kind}" + (f" ({attachment.detail})" if attachment.detail else "")
-
-
-def body_text(message: Message) -> str:
-    """What a message's body shows: its text, without the placeholders of its other parts
-    (those get rows of their own, ``attachment_rows``)."""
-    return message.content if message.parts is None else text_only(message.parts)
-
-
-def attachment_rows(message: Message | None) -> list[Static]:
-    if message is None or message.parts is None:
-        return []
-    return [Static(attachment_label(a), markup=False, classes="note part-placeholder") for a in attachments(message.parts)]
-
-
-def pretty_args(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        try:
-            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-        except (ValueError, TypeError):
-            return arguments
-    return json.dumps(arguments, indent=2, ensure_ascii=False)
-
-
-class MessageView(Vertical):
-    """Base of every row in the chat."""
-
-    DEFAULT_CLASSES = "message"
-
-    def __init__(self, message: Message | None = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.message = message
-
-    @property
-    def message_id(self) -> str | None:
-        return self.message.id if self.message is not None else None
-
-
-class UserMessage(MessageView):
-    DEFAULT_CLASSES = "message user"
-
-    def __init__(self, text: str, message: Message | None = None):
-        super().__init__(message)
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        rows = attachment_rows(self.message)
-        if self.text or not rows:
-            yield Static(self.text, markup=False, classes="body")
-        yield from rows
-
-
-class ToolCallView(Collapsible):
-    """One tool call: name and short arguments; the full arguments when opened."""
-
-    DEFAULT_CLASSES = "tool-call"
-
-    def __init__(self, call: dict[str, Any]):
-        function = call.get("function") or {}
-        self.tool_name = str(function.get("name") or "tool")
-        arguments = function.get("arguments", "")
-        title = f"⚙ {escape(self.tool_name)}  {escape(short_args(arguments))}"
-        super().__init__(Static(pretty_args(arguments), markup=False, classes="detail"), title=title)
-
-
-class AssistantMessage(MessageView):
-    """A reply (streamed while it arrives) and the tool calls it made, each collapsed.
-
-    A reply the user stopped (meta ``stopped``) keeps what arrived, with a small note."""
-
-    DEFAULT_CLASSES = "message assistant"
-    STOPPED_NOTE = "stopped"
-
-    def __init__(self, message: Message | None = None):
-        super().__init__(message)
-        self._stream = None
-        if message is not None and message.tool_calls:
-            self.add_class("-calls")
-        if message is not None and message.meta.get("stopped"):
-            self.add_class("-stopped")
-
-    def compose(self) -> ComposeResult:
-        content = body_text(self.message) if self.message is not None else ""
-        if content or self.message is None:
-            yield Markdown(content, classes="body")
-        yield from attachment_rows(self.message)
-        for call in (self.message.tool_calls if self.message is not None else None) or []:
-            yield ToolCallView(call)
-        if self.has_class("-stopped"):
-            yield Label(self.STOPPED_NOTE, classes="note stopped-note", markup=False)
-
-    # --- streaming ----------------------------------------------------------------------
-    async def write(self, text: str) -> None:
-        if self._stream is None:
-            self._stream = ThrottledMarkdownStream(self.query_one(Markdown))
-        self._stream.write(text)
-
-    async def finish(self, message: Message | None) -> None:
-        """The reply is complete (``message``) or abandoned (None: not kept)."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
-        if message is not None:
-            self.message = message
-            markdown = self.query_one(Markdown)
-            if markdown.source != message.content:
-                await markdown.update(message.content)
-            if message.meta.get("stopped") and not self.has_class("-stopped"):
-                self.add_class("-stopped")
-                await self.mount(Label(self.STOPPED_NOTE, classes="note stopped-note", markup=False))
-        else:
-            self.add_class("-discarded")
-
-    def on_unmount(self) -> None:
-        if self._stream is not None:  # removed mid-reply (the screen closed): nothing more to show
-            self._stream.cancel()
-            self._stream = None
-
-
-class ThrottledMarkdownStream:
-    """Streamed text into a ``Markdown`` widget, appended at most once per ``interval``.
-
-    Textual's ``MarkdownStream`` appends whenever a piece arrives; each append mounts or
-    updates a block, which is a layout pass of the whole screen. A fast model sends far
-    more pieces than anyone can read, so the pieces that arrive within ``interval`` of
-    the last append go in together with the next one. Appends never overlap (one task
-    makes them in turn), and ``stop`` appends whatever is still waiting.
-    """
-
-    def __init__(self, markdown: Markdown, interval: float = STREAM_INTERVAL):
-        self.markdown = markdown
-        self.interval = interval
-        self._pending: list[str] = []
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._task = asyncio.create_task(self._run())
-
-    def write(self, text: str) -> None:
-        if self._stopping.is_set():
-            raise RuntimeError("the stream has stopped")
-        if text:
-            self._pending.append(text)
-            self._wake.set()
-
-    async def stop(self) -> None:
-        """Append what is still waiting and end the stream."""
-        self._stopping.set()
-        self._wake.set()
-        await self._task
-
-    def cancel(self) -> None:
-        self._stopping.set()
-        self._task.cancel()
-
-    async def _run(self) -> None:
-        while True:
-            if not self._pending:
-                if self._stopping.is_set():
-                    return
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            text = "".join(self._pending)
-            self._pending.clear()
-            await self.markdown.append(text)
-            if not self._stopping.is_set():
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self.interval)
-
-
-class ToolResultMessage(MessageView):
-    """A tool result: its first line; the whole output when opened."""
-
-    DEFAULT_CLASSES = "message tool"
-
-    def compose(self) -> ComposeResult:
-        assert self.message is not None
-        name = self.message.name or "result"
-        head = one_line(first_line(self.message.content)) or "(empty)"
-        lines = self.message.content.count("\n") + 1 if self.message.content else 0
-        more = f"  [dim]({lines} lines)[/]" if lines > 1 else ""
-        yield Collapsible(
-            Static(self.message.content, markup=False, classes="detail"),
-            title=f"↳ {escape(name)}: {escape(head)}{more}",
-            classes="tool-result",
-        )
-
-
-class SystemMessage(MessageView):
-    DEFAULT_CLASSES = "message system"
-
-    def compose(self) -> ComposeResult:
-        assert self.message is not None
-        yield Collapsible(
-            Static(self.message.content, markup=False, classes="detail"),
-            title=f"system prompt: {escape(one_line(first_line(self.message.content)))}",
-        )
-
-
-class MarkerMessage(MessageView):
-    """The compaction marker: one collapsed row; opened, the rolling summary and, on
-    request, the archived originals it stands for."""
-
-    DEFAULT_CLASSES = "message marker"
-
-    class ShowArchived(UIMessage):
-        def __init__(self, view: "MarkerMessage"):
-            super().__init__()
-            self.view = view
-
-    def compose(self) -> ComposeResult:
-        assert self.message is not None
-        meta = self.message.meta
-        kind = "batch" if meta.get("compaction") == "batch" else "rolling"
-        facts = []
-        if meta.get("summary_tokens"):
-            facts.append(f"{kind} summary {meta['summary_tokens']:,} tokens")
-        if meta.get("tokens_saved_total"):
-            facts.append(f"{meta['tokens_saved_total']:,} tokens saved")
-        title = "context compacted" + (f" · {' · '.join(facts)}" if facts else "")
-        with Collapsible(title=title, classes="marker-row"):
-            yield Markdown(str(meta.get("summary", "")) or "_(empty summary)_", classes="summary")
-            yield Button("Show archived originals", id="show-archived", compact=True)
-            yield Vertical(classes="archived")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "show-archived":
-            event.stop()
-            event.button.disabled = True
-            self.post_message(self.ShowArchived(self))
-
-    async def show_archived(self, messages: list[Message]) -> None:
-        self.query_one("#show-archived", Button).display = False
-        box = self.query_one(".archived", Vertical)
-        await box.remove_children()
-        if not messages:
-            await box.mount(Label("no archived messages", classes="note"))
-        else:
-            await box.mount(Label(f"the {len(messages)} archived messages it condenses:", classes="note"))
-            await box.mount_all(view_for(m) for m in messages)
-
-
-class InfoNote(MessageView):
-    """Something the app says (``/usage``, ``/help``, an error and its fix); not in the transcript."""
-
-    DEFAULT_CLASSES = "message note"
-
-    def __init__(self, text: str, *, title: str = "", severity: str = "information", markdown: bool = True):
-        super().__init__(None)
-        self.text = text
-        self.note_title = title
-        self.markdown = markdown
-        self.add_class(f"-{severity}")
-
-    def compose(self) -> ComposeResult:
-        if self.note_title:
-            yield Label(self.note_title, classes="note-title", markup=False)
-        if self.markdown:
-            yield Markdown(self.text, classes="body")
-        else:
-            yield Static(self.text, classes="body", markup=False)
-
-
-def columns(rows: Iterable[tuple[str, str]], gap: int = 2) -> str:
-    """Two aligned columns of plain text (lighter than a Markdown table in a small terminal)."""
-    rows = list(rows)
-    width = max((len(name) for name, _ in rows), default=0) + gap
-    return "\n".join(f"{name:<{width}}{value}" for name, value in rows)
-
 
 _LIST_ITEM = re.compile(r"([-*+]|\d+[.)])\s")
+
 
 
 def markdown_blocks(text: str) -> int:
@@ -378,6 +67,7 @@ def markdown_blocks(text: str) -> int:
     return blocks
 
 
+
 def weight(message: Message) -> int:
     """About how many widgets the view of ``message`` lays out (a collapsed row: its view,
     the collapsible and its title): what it adds to every layout pass of the screen."""
@@ -391,6 +81,7 @@ def weight(message: Message) -> int:
     return 1 + rows + 2 * calls + (1 + markdown_blocks(body) if body else 0)
 
 
+
 def weight_of(item: "Message | WaitingNote | Widget") -> int:
     """``weight`` of a message, a waiting note or a view with no message (an ``InfoNote``, a
     reply being written)."""
@@ -402,16 +93,6 @@ def weight_of(item: "Message | WaitingNote | Widget") -> int:
     return 5
 
 
-def view_for(message: Message) -> MessageView:
-    if message.is_marker:
-        return MarkerMessage(message)
-    if message.role == "user":
-        return UserMessage(body_text(message), message)
-    if message.role == "tool":
-        return ToolResultMessage(message)
-    if message.role == "system":
-        return SystemMessage(message)
-    return AssistantMessage(message)
 
 
 @dataclass(frozen=True)
@@ -432,7 +113,9 @@ class WaitingNote:
         return InfoNote(self.text, title=self.title, severity=self.severity, markdown=self.markdown)
 
 
+
 Waiting = Union[Message, WaitingNote]
+
 
 
 class EarlierMessages(Static, can_focus=True):
@@ -463,6 +146,7 @@ class EarlierMessages(Static, can_focus=True):
 
     def action_show(self) -> None:
         self.post_message(self.Pressed())
+
 
 
 class MessageList(VerticalScroll):

@@ -1,0 +1,287 @@
+"""One view per transcript message: user, assistant (streamed), tool call and result, system,
+marker, note. Each carries the id of the message it shows (None: not in the transcript yet)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.message import Message as UIMessage
+from textual.widgets import Button, Collapsible, Label, Markdown, Static
+
+from hermes_tui.content_parts import attachments
+from hermes_tui.transcript import Message
+from hermes_tui.tui.widgets.text import attachment_label, body_text, first_line, one_line, pretty_args, short_args
+
+STREAM_INTERVAL = 0.05  # s: a streaming reply is laid out at most 20 times a second
+
+
+
+def attachment_rows(message: Message | None) -> list[Static]:
+    if message is None or message.parts is None:
+        return []
+    return [Static(attachment_label(a), markup=False, classes="note part-placeholder") for a in attachments(message.parts)]
+
+
+
+class MessageView(Vertical):
+    """Base of every row in the chat."""
+
+    DEFAULT_CLASSES = "message"
+
+    def __init__(self, message: Message | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.message = message
+
+    @property
+    def message_id(self) -> str | None:
+        return self.message.id if self.message is not None else None
+
+
+
+class UserMessage(MessageView):
+    DEFAULT_CLASSES = "message user"
+
+    def __init__(self, text: str, message: Message | None = None):
+        super().__init__(message)
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        rows = attachment_rows(self.message)
+        if self.text or not rows:
+            yield Static(self.text, markup=False, classes="body")
+        yield from rows
+
+
+
+class ToolCallView(Collapsible):
+    """One tool call: name and short arguments; the full arguments when opened."""
+
+    DEFAULT_CLASSES = "tool-call"
+
+    def __init__(self, call: dict[str, Any]):
+        function = call.get("function") or {}
+        self.tool_name = str(function.get("name") or "tool")
+        arguments = function.get("arguments", "")
+        title = f"⚙ {escape(self.tool_name)}  {escape(short_args(arguments))}"
+        super().__init__(Static(pretty_args(arguments), markup=False, classes="detail"), title=title)
+
+
+
+class AssistantMessage(MessageView):
+    """A reply (streamed while it arrives) and the tool calls it made, each collapsed.
+
+    A reply the user stopped (meta ``stopped``) keeps what arrived, with a small note."""
+
+    DEFAULT_CLASSES = "message assistant"
+    STOPPED_NOTE = "stopped"
+
+    def __init__(self, message: Message | None = None):
+        super().__init__(message)
+        self._stream = None
+        if message is not None and message.tool_calls:
+            self.add_class("-calls")
+        if message is not None and message.meta.get("stopped"):
+            self.add_class("-stopped")
+
+    def compose(self) -> ComposeResult:
+        content = body_text(self.message) if self.message is not None else ""
+        if content or self.message is None:
+            yield Markdown(content, classes="body")
+        yield from attachment_rows(self.message)
+        for call in (self.message.tool_calls if self.message is not None else None) or []:
+            yield ToolCallView(call)
+        if self.has_class("-stopped"):
+            yield Label(self.STOPPED_NOTE, classes="note stopped-note", markup=False)
+
+    # --- streaming ----------------------------------------------------------------------
+    async def write(self, text: str) -> None:
+        if self._stream is None:
+            self._stream = ThrottledMarkdownStream(self.query_one(Markdown))
+        self._stream.write(text)
+
+    async def finish(self, message: Message | None) -> None:
+        """The reply is complete (``message``) or abandoned (None: not kept)."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        if message is not None:
+            self.message = message
+            markdown = self.query_one(Markdown)
+            if markdown.source != message.content:
+                await markdown.update(message.content)
+            if message.meta.get("stopped") and not self.has_class("-stopped"):
+                self.add_class("-stopped")
+                await self.mount(Label(self.STOPPED_NOTE, classes="note stopped-note", markup=False))
+        else:
+            self.add_class("-discarded")
+
+    def on_unmount(self) -> None:
+        if self._stream is not None:  # removed mid-reply (the screen closed): nothing more to show
+            self._stream.cancel()
+            self._stream = None
+
+
+
+class ThrottledMarkdownStream:
+    """Streamed text into a ``Markdown`` widget, appended at most once per ``interval``.
+
+    Textual's ``MarkdownStream`` appends whenever a piece arrives; each append mounts or
+    updates a block, which is a layout pass of the whole screen. A fast model sends far
+    more pieces than anyone can read, so the pieces that arrive within ``interval`` of
+    the last append go in together with the next one. Appends never overlap (one task
+    makes them in turn), and ``stop`` appends whatever is still waiting.
+    """
+
+    def __init__(self, markdown: Markdown, interval: float = STREAM_INTERVAL):
+        self.markdown = markdown
+        self.interval = interval
+        self._pending: list[str] = []
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._task = asyncio.create_task(self._run())
+
+    def write(self, text: str) -> None:
+        if self._stopping.is_set():
+            raise RuntimeError("the stream has stopped")
+        if text:
+            self._pending.append(text)
+            self._wake.set()
+
+    async def stop(self) -> None:
+        """Append what is still waiting and end the stream."""
+        self._stopping.set()
+        self._wake.set()
+        await self._task
+
+    def cancel(self) -> None:
+        self._stopping.set()
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._pending:
+                if self._stopping.is_set():
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            text = "".join(self._pending)
+            self._pending.clear()
+            await self.markdown.append(text)
+            if not self._stopping.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.interval)
+
+
+
+class ToolResultMessage(MessageView):
+    """A tool result: its first line; the whole output when opened."""
+
+    DEFAULT_CLASSES = "message tool"
+
+    def compose(self) -> ComposeResult:
+        assert self.message is not None
+        name = self.message.name or "result"
+        head = one_line(first_line(self.message.content)) or "(empty)"
+        lines = self.message.content.count("\n") + 1 if self.message.content else 0
+        more = f"  [dim]({lines} lines)[/]" if lines > 1 else ""
+        yield Collapsible(
+            Static(self.message.content, markup=False, classes="detail"),
+            title=f"↳ {escape(name)}: {escape(head)}{more}",
+            classes="tool-result",
+        )
+
+
+
+class SystemMessage(MessageView):
+    DEFAULT_CLASSES = "message system"
+
+    def compose(self) -> ComposeResult:
+        assert self.message is not None
+        yield Collapsible(
+            Static(self.message.content, markup=False, classes="detail"),
+            title=f"system prompt: {escape(one_line(first_line(self.message.content)))}",
+        )
+
+
+
+class MarkerMessage(MessageView):
+    """The compaction marker: one collapsed row; opened, the rolling summary and, on
+    request, the archived originals it stands for."""
+
+    DEFAULT_CLASSES = "message marker"
+
+    class ShowArchived(UIMessage):
+        def __init__(self, view: "MarkerMessage"):
+            super().__init__()
+            self.view = view
+
+    def compose(self) -> ComposeResult:
+        assert self.message is not None
+        meta = self.message.meta
+        kind = "batch" if meta.get("compaction") == "batch" else "rolling"
+        facts = []
+        if meta.get("summary_tokens"):
+            facts.append(f"{kind} summary {meta['summary_tokens']:,} tokens")
+        if meta.get("tokens_saved_total"):
+            facts.append(f"{meta['tokens_saved_total']:,} tokens saved")
+        title = "context compacted" + (f" · {' · '.join(facts)}" if facts else "")
+        with Collapsible(title=title, classes="marker-row"):
+            yield Markdown(str(meta.get("summary", "")) or "_(empty summary)_", classes="summary")
+            yield Button("Show archived originals", id="show-archived", compact=True)
+            yield Vertical(classes="archived")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "show-archived":
+            event.stop()
+            event.button.disabled = True
+            self.post_message(self.ShowArchived(self))
+
+    async def show_archived(self, messages: list[Message]) -> None:
+        self.query_one("#show-archived", Button).display = False
+        box = self.query_one(".archived", Vertical)
+        await box.remove_children()
+        if not messages:
+            await box.mount(Label("no archived messages", classes="note"))
+        else:
+            await box.mount(Label(f"the {len(messages)} archived messages it condenses:", classes="note"))
+            await box.mount_all(view_for(m) for m in messages)
+
+
+
+class InfoNote(MessageView):
+    """Something the app says (``/usage``, ``/help``, an error and its fix); not in the transcript."""
+
+    DEFAULT_CLASSES = "message note"
+
+    def __init__(self, text: str, *, title: str = "", severity: str = "information", markdown: bool = True):
+        super().__init__(None)
+        self.text = text
+        self.note_title = title
+        self.markdown = markdown
+        self.add_class(f"-{severity}")
+
+    def compose(self) -> ComposeResult:
+        if self.note_title:
+            yield Label(self.note_title, classes="note-title", markup=False)
+        if self.markdown:
+            yield Markdown(self.text, classes="body")
+        else:
+            yield Static(self.text, classes="body", markup=False)
+
+
+def view_for(message: Message) -> MessageView:
+    if message.is_marker:
+        return MarkerMessage(message)
+    if message.role == "user":
+        return UserMessage(body_text(message), message)
+    if message.role == "tool":
+        return ToolResultMessage(message)
+    if message.role == "system":
+        return SystemMessage(message)
+    return AssistantMessage(message)
