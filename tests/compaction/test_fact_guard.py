@@ -14,7 +14,7 @@ from hermes_tui.compaction.redaction import REDACTED
 from hermes_tui.conversation import Conversation
 from hermes_tui.transcript import Message, parse_transcript
 
-DEMO_SESSION = Path(__file__).resolve().parents[1] / "hermes_tui" / "assets" / "demo_session.json"
+DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 
 
 def guarded(summarizer, *, mode: str = "merge", guard: bool = True, **kw):

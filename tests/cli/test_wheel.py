@@ -22,7 +22,7 @@ import pytest
 
 from hermes_tui import hub
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = REPO_ROOT / "hermes_tui"
 
 BUILD_TIMEOUT_S = 600

@@ -18,7 +18,7 @@ from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import parse_transcript
 
-DEMO_SESSION = Path(__file__).resolve().parents[1] / "hermes_tui" / "assets" / "demo_session.json"
+DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 
 
 def appending(summarizer, *, guard: bool = False, **kw):

@@ -24,7 +24,7 @@ from hermes_tui.analysis.evaluate import (
 )
 from hermes_tui.transcript import Message, parse_transcript
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"
 
 

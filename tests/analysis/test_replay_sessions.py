@@ -31,7 +31,7 @@ from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import Message, check_tool_pairing, parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 
-DEMO_SESSION = Path(__file__).resolve().parents[1] / "hermes_tui" / "assets" / "demo_session.json"
+DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 CONTEXT_LIMIT = 32_768
 
 # Occupancy (% of the threshold) over the last quarter of the step-mode replay.

@@ -12,7 +12,7 @@ import pytest
 
 from hermes_tui.analysis import report
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "micro_compaction_report.py"
 
 

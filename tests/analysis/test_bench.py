@@ -31,7 +31,7 @@ from hermes_tui.providers.mlx_runtime import MlxRuntime
 from hermes_tui.store import Store
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CAP = 32  # below the engine's smallest budget (64), so every pass is capped at exactly this
 PASSES = 3
 REJECTED = {"summarize_failed", "exchange_skipped"}
