@@ -3,6 +3,10 @@
 The scripted summarizer is a test double: it returns text chosen by the test. It
 stands in for a model only in unit and property tests; integration tests use the
 tiny model through a real server.
+
+A plain module rather than fixtures: the builders make values for module constants and
+parametrize lists, which fixtures cannot. Shared support for other test folders lives in
+``tests/support/``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fidelity probes (hermes_tui/evaluate.py) and ``hermes-tui eval``."""
+"""Fidelity probes (hermes_tui/analysis/evaluate.py) and ``hermes-tui eval``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Model management (hermes_tui/hub/ and ``hermes-tui models``) against a fake hub.
 
-The Hugging Face hub is unreachable here, so ``tests/fake_hub.py`` serves the tiny
+The Hugging Face hub is unreachable here, so ``tests/support/fake_hub.py`` serves the tiny
 4-bit model through the endpoints huggingface_hub calls, on a local port, with
 HF_ENDPOINT pointing at it and HF_HOME in a temp dir. It can throttle a transfer (so
 a test can cancel mid-file), cut a connection mid-file, and answer 503s.
 
 huggingface_hub reads HF_ENDPOINT, HF_HUB_OFFLINE and the cache location once, at
-import, and the test session may have imported it under ``hf_offline_env``. hub.py
+import, and the test session may have imported it under ``hf_offline_env``. hub/
 reads the endpoint and offline flag from the environment at call time; the fixture
 also patches ``huggingface_hub.constants`` so the library (and resolve_model_path)
 agree with it. The CLI tests run the real entry point in a subprocess, where the

@@ -13,11 +13,9 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
-from hermes_tui.cli import root as cli
 from textual.command import CommandList, CommandPalette
 
+from hermes_tui.cli import root as cli
 from hermes_tui.store import Store
 from hermes_tui.tui import commands
 from hermes_tui.tui.app import HermesApp
@@ -29,27 +27,8 @@ from hermes_tui.tui.widgets.message_views import (
 from hermes_tui.tui.widgets.status_bar import StatusBar
 from support.chat_app import (
     REPLY, SIZE, FailingSummarizer, GatedMlxSummarizer, GatedSummarizer, RecordingSummarizer, app_for, app_test,
-    coding_session, label, make_config, notes, settle, shown_ids, store_session, type_and_send, until, views,
+    coding_session, label, notes, settle, shown_ids, store_session, type_and_send, until, views,
 )
-
-
-# --- fixtures ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def config(tiny_model, hf_offline_env, hermes_home):
-    return make_config(tiny_model)
-
-
-@pytest.fixture
-def db_path(tmp_path) -> Path:
-    return tmp_path / "state.db"
-
-
-@pytest.fixture
-def store(db_path):
-    with Store(db_path) as store:
-        yield store
 
 
 # --- a turn --------------------------------------------------------------------------------
@@ -239,7 +218,7 @@ async def test_usage_summary_help_and_unknown_commands(config, store):
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         before = len(screen.session.conv)
-        # (/model opens the model picker: tests/test_tui_chat_controls.py)
+        # (/model opens the model picker: tests/tui/test_tui_chat_controls.py)
         for command in ("/usage", "/summary", "/help", "/nonsense"):
             await type_and_send(pilot, command)
             await until(pilot, lambda: len(notes(screen)) == ("/usage", "/summary", "/help",

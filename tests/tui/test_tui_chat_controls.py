@@ -26,7 +26,6 @@ from hermes_tui.tui.widgets.message_views import AssistantMessage, MarkerMessage
 from support.chat_app import (
     REPLY, SIZE, GatedSummarizer, app_for, app_test, label, notes, settle, store_session, type_and_send, until, views,
 )
-from test_tui_chat import config, db_path, store  # noqa: F401 - fixtures (they move to tui/conftest.py with the files)
 
 LONG = 4000     # tokens: a reply that is still streaming when Escape is pressed
 USER_COMMENT = "# my own note about the chat model\n"

@@ -7,7 +7,7 @@ as the compression model (config.yaml on disk names it, and the app's compaction
 it once the screen is left), and benchmark it (K=2, a small token cap): the results
 table shows it with 2 passes and the run is saved in the store.
 
-Downloads go to ``tests/fake_hub.py`` (HF_ENDPOINT points at it), serving the tiny model
+Downloads go to ``tests/support/fake_hub.py`` (HF_ENDPOINT points at it), serving the tiny model
 under a catalog entry made for the test: progress shows, the model lands in Local; a
 throttled download is cancelled (the partial file stays) and the next pull resumes it.
 Delete asks first. Snapshots pin both screens at 80×24 and 160×48 with a fixed catalog,

@@ -2,7 +2,7 @@
 compaction marker and tool calls, resumed and pictured before anything is sent, so
 no model output and nothing time-dependent is in the picture.
 
-Update after an intended change of look: ``uv run pytest tests/test_tui_snapshots.py --snapshot-update``.
+Update after an intended change of look: ``uv run pytest tests/tui/test_tui_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations
