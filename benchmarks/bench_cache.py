@@ -37,8 +37,8 @@ next request is then compared with the previous request plus its reply.
 Figures: total prefill and reused tokens over the session's requests; peak and mean
 request size (context), also as % of the threshold; batch compactions; micro passes run
 (whatever their outcome); cache breaks (requests that do not reuse the whole previous
-request: a splice in between, or a new message merged into the last one). Ratios are against batch-only. No timing figures: the same
-output on every run.
+request: a splice in between, or a new message merged into the last one). Ratios are
+against batch-only. No timing figures: the same output on every run.
 
 Goal (issue 15) for the policy of choice: total prefill <= 1.3x batch-only's, peak
 context <= the high watermark, 0 batch compactions.
