@@ -49,20 +49,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.engine import Compactor  # noqa: E402
+from hermes_tui.compaction.engine import Compactor, PassReport  # noqa: E402
 from hermes_tui.compaction.prefix import CacheTally, request_cost  # noqa: E402
-from hermes_tui.compaction.state import ABSORBED, COMPRESSED, DEFRAG  # noqa: E402
+from hermes_tui.compaction.state import ABSORBED, DEFRAG  # noqa: E402
 from hermes_tui.config import Config  # noqa: E402
 from hermes_tui.conversation import Conversation  # noqa: E402
 from hermes_tui.replay import turn_boundaries  # noqa: E402
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from hermes_tui.tokens import TokenCounter, count_message  # noqa: E402
-from hermes_tui.transcript import Message, TranscriptError, parse_transcript, wire_view  # noqa: E402
+from hermes_tui.transcript import MICRO, Message, TranscriptError, parse_transcript, wire_view  # noqa: E402
 from hermes_tui.wiring import make_compactor, make_counter  # noqa: E402
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
@@ -115,7 +116,8 @@ def replay_policy(
     conv = Conversation(counter=counter)
     tally = CacheTally()
     previous: list[dict[str, Any]] = []
-    cache_breaks = passes = 0
+    reports: list[PassReport] = []
+    cache_breaks = 0
 
     for index, message in enumerate(messages):
         if message.role == "assistant":
@@ -132,13 +134,12 @@ def replay_policy(
         if end not in step_ends:
             continue
         if policy == "per-turn" and end in user_turn_ends:
-            compactor.micro_pass(conv)
-            passes += 1
+            reports.append(compactor.micro_pass(conv))
         elif policy == "watermark" and conv.total_tokens > high_tokens:
-            passes += _passes_down_to(compactor, conv, low_tokens)
-        compactor.finalize_turn(conv)
-        if policy == "per-exchange":
-            passes = compactor.state.passes_total
+            reports += _passes_down_to(compactor, conv, low_tokens)
+        reports += compactor.finalize_turn(conv)
+
+    micro = [r.outcome for r in reports if r.kind == MICRO]
 
     return {
         "policy": policy,
@@ -154,18 +155,20 @@ def replay_policy(
         "peak_context_pct": _share(tally.peak_tokens, threshold),
         "mean_context_pct": _share(tally.mean_tokens, threshold),
         "batch_compactions": compactor.batch_compactions,
-        "micro_passes": passes,
+        "micro_passes": len(micro),
+        "micro_outcomes": dict(sorted(Counter(micro).items())),
         "cache_breaks": cache_breaks,
     }
 
 
-def _passes_down_to(compactor: Compactor, conv: Conversation, low_tokens: int) -> int:
+def _passes_down_to(compactor: Compactor, conv: Conversation, low_tokens: int) -> list[PassReport]:
     """Micro passes back to back until the transcript is at most ``low_tokens`` or a pass folds nothing."""
-    for count in range(1, MAX_PASSES_AT_ONCE + 1):
-        report = compactor.micro_pass(conv)
-        if report.outcome not in (ABSORBED, DEFRAG) or conv.total_tokens <= low_tokens:
-            return count
-    return MAX_PASSES_AT_ONCE
+    reports = []
+    for _ in range(MAX_PASSES_AT_ONCE):
+        reports.append(compactor.micro_pass(conv))
+        if reports[-1].outcome not in (ABSORBED, DEFRAG) or conv.total_tokens <= low_tokens:
+            break
+    return reports
 
 
 def _share(tokens: float, threshold: int) -> float:
@@ -210,6 +213,7 @@ def totals(per_session: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, 
             "mean_context_pct": _share(mean, threshold),
             "batch_compactions": sum(r["batch_compactions"] for r in runs),
             "micro_passes": sum(r["micro_passes"] for r in runs),
+            "micro_outcomes": dict(sorted(sum((Counter(r["micro_outcomes"]) for r in runs), Counter()).items())),
             "cache_breaks": sum(r["cache_breaks"] for r in runs),
         }
     return with_ratios(out)
@@ -296,6 +300,10 @@ def format_limit(result: dict[str, Any]) -> list[str]:
         lines += format_table(session["policies"])
     lines += ["", f"all sessions ({len(result['sessions'])})"]
     lines += format_table(result["totals"])
+    lines.append("  micro pass outcomes:")
+    for policy in POLICIES:
+        mix = ", ".join(f"{k} {v}" for k, v in result["totals"][policy]["micro_outcomes"].items()) or "none"
+        lines.append(f"    {policy:<13} {mix}")
     lines += ["", f"goal: prefill <= {PREFILL_GOAL_RATIO}x batch-only, peak <= high watermark, 0 batch compactions"]
     for policy, met in result["goals"].items():
         marks = ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in met.items())

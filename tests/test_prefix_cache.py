@@ -149,6 +149,9 @@ def test_the_text_output_has_a_table_per_session_totals_and_goals(bench_cache, s
     assert [line.split()[0] for line in lines[start + 2:start + 6]] == list(bench_cache.POLICIES)
     totals = lines.index("all sessions (1)")
     assert [line.split()[0] for line in lines[totals + 2:totals + 6]] == list(bench_cache.POLICIES)
+    assert lines[totals + 6] == "  micro pass outcomes:"
+    assert [line.split()[0] for line in lines[totals + 7:totals + 11]] == list(bench_cache.POLICIES)
+    assert lines[totals + 7].split()[1:] == ["none"]  # batch-only runs no micro pass
     goal = next(n for n, line in enumerate(lines) if line.startswith("goal: prefill <= 1.3x batch-only"))
     assert [line.split()[0] for line in lines[goal + 1:]] == ["per-exchange", "per-turn", "watermark"]
     assert all("no_batch" in line for line in lines[goal + 1:])
@@ -167,6 +170,7 @@ def test_the_json_output_covers_every_policy_at_every_limit(bench_cache, short_s
                 assert run["prefill_tokens"] + run["reused_tokens"] == run["request_tokens"]
                 assert run["peak_context_tokens"] >= run["mean_context_tokens"] > 0
         assert session["policies"]["batch-only"]["micro_passes"] == 0
+        assert session["policies"]["per-exchange"]["micro_passes"] == 15  # one per agent step: 15 assistant messages
         assert session["policies"]["batch-only"]["prefill_ratio"] == 1.0
         assert set(result["goals"]) == {"per-exchange", "per-turn", "watermark"}
 
