@@ -487,6 +487,21 @@ def test_stall_mid_stream_is_timeout(endpoint):
     assert "nothing for 1 s after 5 characters" in str(error)
 
 
+def test_stall_is_timeout_while_a_cancel_is_armed(endpoint):
+    """A cancel that is never set does not stop the idle timeout from ending a stall."""
+
+    def stall(handler) -> None:
+        start_stream(handler)
+        event(handler, chunk("first"))
+        endpoint.release.wait(30)
+
+    endpoint.reply = stall
+    started = time.monotonic()
+    error = fail_with(OpenAIChatClient(endpoint.base_url, "m", timeout=1), TIMEOUT, cancel=threading.Event())
+    assert 0.9 < time.monotonic() - started < 2.5
+    assert "nothing for 1 s after 5 characters" in str(error)
+
+
 def test_no_answer_is_timeout(endpoint):
     endpoint.reply = lambda h: endpoint.release.wait(30)
     started = time.monotonic()
