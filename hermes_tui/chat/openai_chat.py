@@ -55,7 +55,6 @@ from typing import Any
 
 import openai
 
-from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
 from ..openai_errors import (
     Endpoint,
     cause_names,
@@ -67,6 +66,7 @@ from ..openai_errors import (
     snippet,
     status_failure,
 )
+from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,

@@ -9,10 +9,12 @@ message is one line that names the endpoint and says what to do, because it ends
 the status bar and the log of someone who did not write this code.
 
 The request goes out through ``openai_errors.post_chat_completions``, as the chat
-model's does. The reply is read as plain JSON and checked by hand rather than trusted
-to the SDK's models: the SDK hands back a bare string for a non-JSON body, and
-leniently builds a ``ChatCompletion`` from any JSON object, so a proxy's error page or
-a wrong URL would otherwise surface as an ``AttributeError`` deep inside compaction.
+model's does, under an ``openai_http.CallLimits`` deadline: ``timeout`` ends the whole
+call, however the server paces its reply. The reply is read as plain JSON and
+checked by hand rather than trusted to the SDK's models: the SDK hands back a bare
+string for a non-JSON body, and leniently builds a ``ChatCompletion`` from any JSON
+object, so a proxy's error page or a wrong URL would otherwise surface as an
+``AttributeError`` deep inside compaction.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from typing import Any
 
 import openai
 
-from ..openai_http import TIMED_OUT, CallLimits, http_client
 from ..openai_errors import (
     Endpoint,
     connection_failure,
@@ -34,6 +35,7 @@ from ..openai_errors import (
     snippet as _snippet,
     status_failure,
 )
+from ..openai_http import TIMED_OUT, CallLimits, http_client
 from .base import (
     MALFORMED,
     TIMEOUT,
