@@ -364,11 +364,16 @@ class MlxRuntime:
         """Generations queued behind the running one (the UI shows it)."""
         return self._mlx.waiting
 
-    def load(self, name: str) -> LoadedModel:
+    def load(self, name: str, *, timeout: float | None = None) -> LoadedModel:
+        """The model, loaded on the MLX thread the first time.
+
+        ``timeout`` bounds the wait for the device (a generation may hold it): past it
+        the load leaves the queue with GenerationAborted("timeout"). A load that has
+        started runs to its end."""
         path = resolve_model_path(name).resolve()
         with self._models_lock:
             loaded = self._models.get(path)
-        return loaded if loaded is not None else self._call(lambda: self._load_once(name, path))
+        return loaded if loaded is not None else self._call(lambda: self._load_once(name, path), timeout=timeout)
 
     def _load_once(self, name: str, path: Path) -> LoadedModel:
         with self._models_lock:  # loads run one after the other: the first one fills it
@@ -378,8 +383,9 @@ class MlxRuntime:
         with self._models_lock:
             return self._models.setdefault(path, loaded)
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
-        return self._mlx.submit(MlxJob(self._mlx, fn)).result()
+    def _call(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
+        deadline = time.perf_counter() + timeout if timeout else None
+        return self._mlx.submit(MlxJob(self._mlx, fn, deadline=deadline, timeout=timeout)).result()
 
     def _load(self, name: str, path: Path) -> LoadedModel:
         import mlx.core as mx
