@@ -145,6 +145,8 @@ REDACT_CASES = [
     ("pem pkcs8", pem(""), pem_redacted("")),
     ("pem encrypted", pem("ENCRYPTED "), pem_redacted("ENCRYPTED ")),
     ("pem truncated", "-----BEGIN EC PRIVATE KEY-----\n" + PEM_BODY + "\n", "-----BEGIN EC PRIVATE KEY-----\n" + R + "\n"),
+    ("pem truncated then url", "-----BEGIN EC PRIVATE KEY-----\n" + PEM_BODY + f"\nhttps://u:{PASSWORD}@h/x",
+     "-----BEGIN EC PRIVATE KEY-----\n" + R + f"\nhttps://{R}@h/x"),
     ("token in assignment", f"HF_TOKEN={HUGGINGFACE}", f"HF_TOKEN={R}"),
     ("token in bearer", f"Authorization: Bearer {OPENAI}", f"Authorization: Bearer {R}"),
 ]

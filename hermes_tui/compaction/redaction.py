@@ -70,10 +70,10 @@ _PEM = re.compile(
     re.DOTALL,
 )
 # A private key cut off before its END line (truncated tool output): the BEGIN line
-# and the base64 lines that follow it.
+# and the whole base64 lines that follow it (not the start of the next line).
 _PEM_OPEN = re.compile(
     r"(?P<begin>-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----)"
-    r"(?P<body>(?:(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]*|[A-Za-z\-]+: [^\n\\]*))+)"
+    r"(?P<body>(?:(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]*|[A-Za-z\-]+: [^\n\\]*)(?=\r?\n|\\n|\Z))+)"
     r"(?!.*-----END)",
     re.DOTALL,
 )
