@@ -203,7 +203,13 @@ _CLI_USER = re.compile(
     r"(?P<prefix>(?<![\w\-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'$]+:)(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)"
 )
 # .netrc: `machine host login me password hunter2`.
-_NETRC = re.compile(r"(?P<prefix>\blogin[ \t]+\S+[ \t]+password[ \t]+)(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)")
+# The entry names its machine (or is the default one), so prose like "login the
+# password reset" is not one.
+_NETRC = re.compile(
+    r"(?P<prefix>(?:\bmachine[ \t]+\S+|^[ \t]*default)[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)"
+    r"(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)",
+    re.MULTILINE,
+)
 # Tools whose short flag takes the password itself: `mysql -pPASS` (attached: `-p PASS`
 # asks for one and PASS is the database), `sshpass -p PASS`, `docker login -p PASS`,
 # `redis-cli -a PASS`. Only within the same command (no pipe, `;` or `&` between).
