@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from urllib.parse import quote
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -89,7 +90,8 @@ def build(drawn: list[dict]) -> tuple[list[Message], list[str]]:
 
 
 def forms(value: str) -> set[str]:
-    return {value, json.dumps(value)[1:-1]}
+    """A value as it may appear in text, in a JSON string, or URL-encoded."""
+    return {value, json.dumps(value)[1:-1], quote(value, safe="")}
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
