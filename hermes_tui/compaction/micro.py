@@ -221,7 +221,9 @@ def _guard(
     over) that ``body`` does not hold, newest first within the budget and ``limit_tokens``."""
     if not ctx.fact_guard:
         return body, []
-    candidates = facts.merge_facts(carried, model_facts, _facts_oldest_first(absorbed))
+    # Every fact passes the checks again, wherever it came from: what the state carried
+    # may have been recovered from an imported marker.
+    candidates = facts.valid_facts(facts.merge_facts(carried, model_facts, _facts_oldest_first(absorbed)))
     missing = facts.missing_facts(body, candidates)
     kept = facts.fit(body, missing, max(0, min(ctx.facts_budget_tokens, limit_tokens)), ctx.counter)
     return facts.compose(body, kept), kept
