@@ -114,7 +114,7 @@ def _facts_section(raw: Any, summary: str) -> tuple[facts.Fact, ...]:
         if not (isinstance(item, (list, tuple)) and len(item) == 2):
             return ()
         kind, value = item
-        if kind not in facts.KINDS or not isinstance(value, str) or not value or not facts.is_safe(value):
+        if kind not in facts.KINDS or not isinstance(value, str) or facts.fact_problem(kind, value) is not None:
             return ()
         parsed.append((kind, value))
     return tuple(parsed) if summary.endswith(facts.render_section(parsed)) else ()
