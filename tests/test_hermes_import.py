@@ -331,6 +331,20 @@ def test_broken_tool_calls_json_names_the_row(tmp_path):
 # --- the marker text ------------------------------------------------------------------------
 
 
+def test_an_assistant_role_hermes_marker_in_a_transcript_counts_as_a_marker():
+    # A transcript file carrying Hermes' marker as plain text: no metadata of ours.
+    messages = parse_transcript(json.dumps([SYSTEM, U1, {"role": "assistant", "content": micro_text(MICRO_SUMMARY)}, U2]))
+    hermes = messages[2]
+    read = read_marker(hermes)
+    assert read is not None and is_marker(hermes)
+    assert read.kind == MICRO and read.source == CONTENT
+    assert read.summary.startswith("- Read app/views.py") and SECRET not in read.summary
+    compactor, conv = make_compactor(ScriptedSummarizer())
+    conv.extend(messages)
+    state = recover_state(conv.messages, 1, compactor.state)
+    assert state.marker_id == hermes.id and "ListView.get_queryset" in state.summary
+
+
 @pytest.mark.parametrize("content", [
     # quotes the preamble but has no end line and no Hermes flag: a user's paste, not a marker
     f"{PREAMBLE}\nSomething I copied.",
