@@ -77,9 +77,9 @@ def convert_messages(
     out: list[Message] = []
     markers = 0
     for n, row in enumerate(rows):
-        where = f"{source}: message {row.get('id', n) if isinstance(row, dict) else n}"
         if not isinstance(row, dict):
-            raise TranscriptError(f"{where}: expected an object, got {type(row).__name__}")
+            raise TranscriptError(f"{source}: message {n}: expected an object, got {type(row).__name__}")
+        where = f"{source}: message {row.get('id', n)}"
         if row.get("role") not in ROLES:
             continue
         converted = _summary_messages(row, where)
@@ -167,7 +167,7 @@ def hermes_meta(row: dict[str, Any]) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     for key in KEPT_KEYS:
         value = row.get(key)
-        if value is None or value == "" or value == 0 and key == "observed":
+        if value is None or value == "" or (key == "observed" and not value):
             continue
         kept[key] = value if _json_safe(value) else str(value)
     return kept

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import stat
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -209,33 +211,83 @@ def fingerprint(home: Path) -> dict[str, str]:
 # --- the database ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("journal_mode", ["wal", "delete"])
-def test_import_reads_the_active_transcript_and_leaves_every_hermes_file_byte_identical(tmp_path, journal_mode):
-    home = tmp_path / ".hermes"
-    writer = build_hermes_home(home, journal_mode)
-    if journal_mode == "wal":
-        # Hermes still running: every row sits in the -wal (state.db is its first page), the -shm is live.
-        assert (home / "state.db-wal").stat().st_size > 0 and (home / "state.db-shm").exists()
-        assert (home / "state.db").stat().st_size <= 4096
-    else:
-        writer.conn.close()
-        assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "state.db"]
+# A Hermes process that builds its home, then holds its database open until told to stop:
+# "wal" leaves its writes in the -wal; "pending" leaves one more write uncommitted (DELETE mode,
+# a hot -journal beside the database).
+HERMES_PROCESS = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import test_hermes_import as t
+mode = sys.argv[3]
+writer = t.build_hermes_home(Path(sys.argv[2]), "wal" if mode == "wal" else "delete")
+if mode == "pending":
+    writer.conn.execute("BEGIN IMMEDIATE")
+    writer.append("s2", t.UNCOMMITTED)
+print("ready", flush=True)
+sys.stdin.read()
+writer.conn.close()
+"""
+UNCOMMITTED = {"role": "user", "content": "typed while the import ran, never committed"}
+
+
+@contextmanager
+def running_hermes(home: Path, mode: str):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HERMES_PROCESS, str(Path(__file__).parent), str(home), mode],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+def import_leaving_no_trace(home: Path, session_id: str):
     before = fingerprint(home)
     home.chmod(stat.S_IRUSR | stat.S_IXUSR)  # nothing may need creating there either
     try:
-        session = read_session(home / "state.db", "s1")
+        session = read_session(home / "state.db", session_id)
         sessions = list_sessions(home / "state.db")
     finally:
         home.chmod(stat.S_IRWXU)
     assert fingerprint(home) == before
+    return session, sessions
 
+
+def assert_the_chain_imported(session, sessions):
     assert session.chain == ("s1", "s2")  # the branch child is not a continuation
     assert session.session_id == "s2" and session.title == "Pagination fix"
     assert shape(session.messages) == expected_active()
     assert session.markers == 1
     assert {s.id for s in sessions} == {"s1", "s2", "s1-branch"}
-    if journal_mode == "wal":
-        writer.conn.close()
+
+
+def test_import_of_a_delete_mode_database_leaves_every_hermes_file_byte_identical(tmp_path):
+    home = tmp_path / ".hermes"
+    build_hermes_home(home, "delete").conn.close()
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "state.db"]
+    assert_the_chain_imported(*import_leaving_no_trace(home, "s1"))
+
+
+def test_import_while_hermes_runs_in_wal_mode_reads_the_wal_and_touches_nothing(tmp_path):
+    home = tmp_path / ".hermes"
+    with running_hermes(home, "wal"):
+        # every row sits in the -wal (state.db is still its first page), the -shm is live
+        assert (home / "state.db-wal").stat().st_size > 0 and (home / "state.db-shm").exists()
+        assert (home / "state.db").stat().st_size <= 4096
+        assert_the_chain_imported(*import_leaving_no_trace(home, "s1"))
+
+
+def test_import_during_an_uncommitted_write_reads_the_committed_state_and_touches_nothing(tmp_path):
+    home = tmp_path / ".hermes"
+    with running_hermes(home, "pending"):
+        assert (home / "state.db-journal").stat().st_size > 0
+        session, sessions = import_leaving_no_trace(home, "s1")
+        assert_the_chain_imported(session, sessions)
+        assert UNCOMMITTED["content"] not in [m.content for m in session.messages]
 
 
 def test_history_keeps_compacted_rows_and_the_earlier_session_but_not_rewound_ones(tmp_path):
