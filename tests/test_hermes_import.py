@@ -265,9 +265,10 @@ def assert_the_chain_imported(session, sessions):
     assert {s.id for s in sessions} == {"s1", "s2", "s1-branch"}
 
 
-def test_import_of_a_delete_mode_database_leaves_every_hermes_file_byte_identical(tmp_path):
+@pytest.mark.parametrize("journal_mode", ["delete", "wal"])
+def test_import_of_a_closed_database_leaves_every_hermes_file_byte_identical(tmp_path, journal_mode):
     home = tmp_path / ".hermes"
-    build_hermes_home(home, "delete").conn.close()
+    build_hermes_home(home, journal_mode).conn.close()  # Hermes closed: a WAL database checkpointed
     assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "state.db"]
     assert_the_chain_imported(*import_leaving_no_trace(home, "s1"))
 
@@ -494,3 +495,18 @@ def test_bad_session_files_are_refused_in_one_line(text, problem):
     with pytest.raises(TranscriptError) as err:
         parse_session_file(text, source="bad.json")
     assert problem in str(err.value) and str(err.value).startswith("bad.json") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("content, flagged, expected", [
+    (micro_text("- Ran the tests."), False, hermes_markers.HermesSummary("- Ran the tests.")),
+    (batch_text("Did the work.") + "\n\nFull transcript: ~/.hermes/sessions/x.jsonl", False,
+     hermes_markers.HermesSummary("Did the work.", after="Full transcript: ~/.hermes/sessions/x.jsonl")),
+    # sessions from before the end line existed: only Hermes' flag says it is a summary
+    ("[CONTEXT SUMMARY]: Refactored the parser.", True, hermes_markers.HermesSummary("Refactored the parser.")),
+    ("[CONTEXT SUMMARY]: Refactored the parser.", False, None),
+    (f"{PREAMBLE}\n\n\n\n{END}", True, None),  # nothing summarized
+    ("Just a message about [CONTEXT COMPACTION — REFERENCE ONLY] markers.", True, None),
+    (None, True, None),
+])
+def test_parse_summary_recovers_the_text_between_hermes_scaffolding(content, flagged, expected):
+    assert hermes_markers.parse_summary(content, flagged=flagged) == expected
