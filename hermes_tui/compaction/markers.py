@@ -18,6 +18,11 @@ checks its shape, redacts it and runs the instruction check on it.
 - The Facts list is kept only when every fact is well-formed and safe and together
   they are exactly the section that ends the summary; otherwise the section, if
   any, stays in the summary as plain (redacted, checked) text.
+- An assistant message that is a Hermes Agent summary (its preamble, summary and
+  end line, with no text of its own besides) is a micro marker too: Hermes' micro
+  passes write exactly that, and its summary is recovered from the text and
+  checked the same way, so a transcript from Hermes goes on from its summary
+  instead of feeding the summary to the summarizer as if it were an exchange.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_tui.compaction import facts
+from hermes_tui.compaction import facts, hermes_markers
 from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.transcript import BATCH, MARKER_FOOTER, MARKER_HEADER, MICRO, Message
@@ -55,8 +60,10 @@ def read_marker(msg: Message) -> MarkerSummary | None:
     """The checked summary of a marker; None when ``msg`` is not to be taken as one."""
     meta = msg.meta if isinstance(msg.meta, dict) else {}
     kind = meta.get("compaction")
-    if msg.role != "assistant" or kind not in KINDS or msg.tool_calls or msg.tool_call_id is not None:
+    if msg.role != "assistant" or msg.tool_calls or msg.tool_call_id is not None:
         return None
+    if kind not in KINDS:
+        return _hermes_marker(msg)
     raw = meta.get("summary")
     if isinstance(raw, str) and _is_list_of_strings(meta.get("covers")):
         summary = _checked(raw)
@@ -83,6 +90,14 @@ def read_marker(msg: Message) -> MarkerSummary | None:
 def is_marker(msg: Message) -> bool:
     """A marker compaction may treat as one (supersede, fold, step over)."""
     return read_marker(msg) is not None
+
+
+def _hermes_marker(msg: Message) -> MarkerSummary | None:
+    parsed = hermes_markers.parse_summary(msg.content or "")
+    if parsed is None or parsed.before or parsed.after:
+        return None  # not one, or it holds a message of its own that must stay verbatim
+    summary = _checked(parsed.summary)
+    return None if summary is None else MarkerSummary(MICRO, summary, source=CONTENT)
 
 
 def summary_from_content(content: str) -> str:
