@@ -276,3 +276,39 @@ def test_an_import_the_database_refuses_leaves_no_session_row(tmp_path):
         info = store.create_session("import", messages=[Message("user", "fine"), Message("assistant", "ok")])
         assert (info.message_count, info.active_count) == (2, 2)
         assert [m.content for m in store.load_active(info.id)] == ["fine", "ok"]
+
+
+# --- tool-call arguments: outside JSON too, read by passes and by the screen --------------
+
+
+@pytest.fixture
+def deep_arguments(tmp_path) -> Path:
+    """A real agent session where one call's arguments nest 3,000 brackets deep."""
+    from test_cli import agent_session
+
+    session = agent_session()
+    calls = [m for m in session if m.get("tool_calls")]
+    # Past the protected head, so passes condense this exchange.
+    calls[3]["tool_calls"][0]["function"]["arguments"] = '{"command": ' + "[" * 3000 + "]" * 3000 + "}"
+    path = tmp_path / "deep-arguments.json"
+    path.write_text(json.dumps(session), encoding="utf-8")
+    return path
+
+
+def test_deep_tool_arguments_do_not_fail_a_pass(hermes_home, deep_arguments, tmp_path):
+    proc = run_cli("compact", str(deep_arguments), "--provider", "extractive", "--context-limit", "4096", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "RecursionError" not in proc.stderr and "failures:" not in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert any((m.get("meta") or {}).get("compaction") for m in out)
+
+
+@pytest.mark.anyio
+async def test_the_app_shows_a_transcript_with_deep_tool_arguments(hermes_home, deep_arguments, tmp_path):
+    with Store(tmp_path / "state.db") as store:
+        app = HermesApp(Config(), store, import_path=deep_arguments)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            screen = app.chat_screen
+            assert screen is not None
+            assert len(screen.session.conv.messages) == len(json.loads(deep_arguments.read_text()))

@@ -19,13 +19,13 @@ prunes it: only facts of what the defrag itself folded in are re-added.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 
 from hermes_tui.compaction.redaction import REDACTED, redact
 from hermes_tui.tokens import TokenCounter
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 Fact = tuple[str, str]  # (kind, value)
 
@@ -171,7 +171,7 @@ def _is_identifier(value: str) -> bool:
 def _arguments_text(arguments: str) -> str:
     """The parts of tool-call arguments that name what was acted on (first line of a command)."""
     try:
-        data = json.loads(arguments)
+        data = load_json(arguments)
     except (TypeError, ValueError):
         return str(arguments).split("\n", 1)[0]
     if not isinstance(data, dict):
