@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from hermes_tui import __version__, paths
+from hermes_tui import report as report_cli
 from hermes_tui.bench_cli import add_bench_parser
 from hermes_tui.eval_cli import add_eval_parser
 from hermes_tui.compaction.engine import PassReport
@@ -114,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("id")
     remove.set_defaults(run=run_sessions_rm)
 
-    report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
-    report.add_argument("report_args", nargs=argparse.REMAINDER)
-    report.set_defaults(run=run_report)
+    report = sub.add_parser(
+        "report", help="summarize compaction telemetry from logs", description=report_cli.DESCRIPTION
+    )
+    report_cli.add_arguments(report)
+    report.set_defaults(run=report_cli.run)
 
     add_bench_parser(sub)
     add_eval_parser(sub)
@@ -393,15 +396,6 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
         store.delete_session(info.id)
     print(f"deleted session {info.id} ({info.title}, {info.message_count} messages)")
     return 0
-
-
-# --- report --------------------------------------------------------------------------
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from hermes_tui.report import main as report_main
-
-    return report_main(args.report_args)
 
 
 if __name__ == "__main__":  # pragma: no cover

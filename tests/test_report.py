@@ -433,3 +433,14 @@ def test_script_json(logs):
     assert document["overall"]["passes"] == 3
     assert document["malformed_lines"] == 1
     assert math.isclose(document["overall"]["outcomes"]["store_failed"]["pct"], 100 / 3)
+
+
+@pytest.mark.integration
+def test_hermes_tui_report_takes_the_options_before_the_logs(logs, tmp_path):
+    # The form the demo prints: `hermes-tui report --per-session`.
+    result = subprocess.run(
+        [sys.executable, "-m", "hermes_tui.cli", "report", "--per-session", *map(str, logs)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Session review" in result.stdout and "trajectory" in result.stdout
