@@ -38,6 +38,7 @@ __all__ = ["MAX_DEPTH", "InputError", "decode_json_at", "load_json", "load_yaml"
 MAX_DEPTH = 100
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 # Scanning JSON text for where a limit was crossed: strings are skipped whole, so
 # brackets and digits inside them do not count.
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
@@ -123,22 +124,38 @@ def _decode(text: str, start: int, first_line: int, *, whole: bool) -> tuple[Any
 
 
 def _check_json_tree(value: Any, text: str, start: int, first_line: int) -> None:
-    # Iterative, so the check itself has no depth limit.
-    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 0, ())]
+    # Level by level and without recursion, so the check itself has no depth limit.
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise _too_deep_json(text, start, first_line)
+        below: list[Any] = []
+        for item in level:
+            below.extend(v for v in (item.values() if isinstance(item, dict) else item) if isinstance(v, (dict, list)))
+        level = below
+    # A decoded string holds a lone surrogate only if the text has one or spells one
+    # as an escape: look for the value (and its path) only then.
+    if _SURROGATE_ESCAPE.search(text, start) or _LONE_SURROGATE.search(text, start):
+        _check_strings(value)
+
+
+def _check_strings(value: Any) -> None:
+    # Children are pushed in reverse, so the first bad value in document order is reported.
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
     while stack:
-        item, depth, path = stack.pop()
+        item, path = stack.pop()
         if isinstance(item, str):
-            detail = _surrogate_detail(item)
-            if detail:
+            if detail := _surrogate_detail(item):
                 raise InputError("not valid text", detail, path=path)
         elif isinstance(item, (dict, list)):
-            if depth >= MAX_DEPTH:
-                raise _too_deep_json(text, start, first_line)
-            pairs = item.items() if isinstance(item, dict) else enumerate(item)
-            for key, child in pairs:
-                if isinstance(key, str) and (detail := _surrogate_detail(key)):
-                    raise InputError("not valid text", f"a key: {detail}", path=path)
-                stack.append((child, depth + 1, (*path, key)))
+            if isinstance(item, dict):
+                for key in item:
+                    if detail := _surrogate_detail(key):
+                        raise InputError("not valid text", f"a key: {detail}", path=path)
+            pairs = list(item.items() if isinstance(item, dict) else enumerate(item))
+            stack.extend((child, (*path, key)) for key, child in reversed(pairs))
 
 
 def _too_deep_json(text: str, start: int, first_line: int) -> InputError:

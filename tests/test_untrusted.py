@@ -164,3 +164,9 @@ def test_yaml_syntax_errors_keep_their_one_line_form():
         load_yaml("a: [1\n")
     assert str(info.value).startswith("not valid YAML at line 2, column 1: ")
     assert "\n" not in str(info.value)
+
+
+def test_the_first_bad_value_in_document_order_is_the_one_reported():
+    with pytest.raises(InputError) as info:
+        load_json('[{"a": "ok"}, {"a": "\\ud800", "b": "\\udc00"}, {"a": "\\ud801"}]')
+    assert info.value.path == (1, "a")
