@@ -85,7 +85,7 @@ def _surrogate_detail(text: str) -> str | None:
     found = _LONE_SURROGATE.search(text)
     if found is None:
         return None
-    return f"{found.group()!r} is a lone surrogate (half of a UTF-16 pair), not text: it cannot be stored or shown"
+    return f"{found.group()!r} is a lone surrogate (half of a UTF-16 pair): it cannot be stored or shown"
 
 
 def _line_column(text: str, position: int, first_line: int = 1) -> tuple[int, int]:
