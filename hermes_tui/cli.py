@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from hermes_tui import __version__, paths
+from hermes_tui import report as report_cli
 from hermes_tui.bench_cli import add_bench_parser
 from hermes_tui.eval_cli import add_eval_parser
 from hermes_tui.compaction.engine import PassReport
@@ -24,7 +25,7 @@ from hermes_tui.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
 from hermes_tui.context_limits import resolve as resolve_context_limit
 from hermes_tui.summarizers.select import ProviderError, make_summarizer
-from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
+from hermes_tui.transcript import TranscriptError, dump_transcript, read_transcript
 from hermes_tui.wiring import make_compactor, make_counter
 
 DEMO_SESSION = Path(__file__).resolve().parent / "assets" / "demo_session.json"
@@ -114,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("id")
     remove.set_defaults(run=run_sessions_rm)
 
-    report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
-    report.add_argument("report_args", nargs=argparse.REMAINDER)
-    report.set_defaults(run=run_report)
+    report = sub.add_parser(
+        "report", help="summarize compaction telemetry from logs", description=report_cli.DESCRIPTION
+    )
+    report_cli.add_arguments(report)
+    report.set_defaults(run=report_cli.run)
 
     add_bench_parser(sub)
     add_eval_parser(sub)
@@ -151,16 +154,6 @@ FLAG_OF_KEY = {
 }
 
 
-def _read_transcript(path: Path):
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({exc})") from None
-    return parse_transcript(text, source=str(path))
-
-
 # --- compact -------------------------------------------------------------------------
 
 
@@ -176,7 +169,7 @@ def run_compact(args: argparse.Namespace) -> int:
     })
     if args.context_limit is not None and args.context_limit < 256:
         raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")
-    messages = _read_transcript(args.transcript)
+    messages = read_transcript(args.transcript)
     setup_logging()
     counter = make_counter(config)
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
@@ -279,7 +272,7 @@ def run_app(args: argparse.Namespace) -> int:
     config = _config(args)
     transcript = getattr(args, "transcript", None)
     if transcript is not None:
-        _read_transcript(transcript)  # a bad file: one line and exit 2, before the app starts
+        read_transcript(transcript)  # a bad file: one line and exit 2, before the app starts
     setup_logging()
     store = Store(paths.state_db_path())
     try:
@@ -320,7 +313,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     config = _config(args, {"auxiliary.compression.provider": "extractive"})
     setup_logging()
-    messages = _read_transcript(DEMO_SESSION)
+    messages = read_transcript(DEMO_SESSION)
     counter = make_counter(config)
     compactor = make_compactor(config, counter=counter, context_limit=32_768, session_id="demo")
     conv = Conversation(counter=counter)
@@ -403,15 +396,6 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
         store.delete_session(info.id)
     print(f"deleted session {info.id} ({info.title}, {info.message_count} messages)")
     return 0
-
-
-# --- report --------------------------------------------------------------------------
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from hermes_tui.report import main as report_main
-
-    return report_main(args.report_args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from hermes_tui import paths
+from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = [
     "AuxiliaryCompressionConfig",
@@ -308,8 +309,8 @@ def _unquote_hint(value: Any, wanted: type) -> str:
     if value.strip().endswith("%") and wanted is float:
         return " (write a fraction: 0.8 for 80%)"
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
+        parsed, _ = load_yaml(value)
+    except InputError:
         return ""
     ok = type(parsed) is wanted or (wanted is float and type(parsed) is int)
     return " (remove the quotes)" if ok else ""
@@ -404,50 +405,43 @@ def _line_of(root: yaml.Node, loc: Sequence[Any], *, at_key: bool) -> int:
     return line
 
 
-def _duplicate_keys(node: yaml.Node, origin: str, prefix: str = "") -> list[ConfigProblem]:
+def _duplicate_keys(root: yaml.Node, origin: str) -> list[ConfigProblem]:
     # PyYAML keeps the last of two equal keys and drops the first without a word;
-    # that silently loses a setting, so it is an error here.
+    # that silently loses a setting, so it is an error here. An alias is the node it
+    # names, shared: each node is checked once, or an alias bomb takes exponential time.
     found: list[ConfigProblem] = []
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            line = key_node.start_mark.line + 1
-            dotted = prefix + key_node.value
-            if key_node.value in seen:
-                found.append(ConfigProblem(origin, line, dotted, f"duplicate key (also set on line {seen[key_node.value]})"))
-            else:
-                seen[key_node.value] = line
-            found.extend(_duplicate_keys(value_node, origin, dotted + "."))
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            found.extend(_duplicate_keys(item, origin, prefix))
+    visited: set[int] = set()
+    pending: list[tuple[yaml.Node, str]] = [(root, "")]
+    while pending:
+        node, prefix = pending.pop()
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                line = key_node.start_mark.line + 1
+                dotted = prefix + key_node.value
+                if key_node.value in seen:
+                    found.append(
+                        ConfigProblem(origin, line, dotted, f"duplicate key (also set on line {seen[key_node.value]})")
+                    )
+                else:
+                    seen[key_node.value] = line
+                pending.append((value_node, dotted + "."))
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend((item, prefix) for item in node.value)
     return found
 
 
 def _parse(text: str, origin: str) -> tuple[Any, yaml.Node | None]:
-    """The document's data and its node tree (for line numbers), from one parse."""
-    loader = yaml.SafeLoader(text)
+    """The document's data and its node tree (for line numbers), from one bounded parse."""
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = " ".join(str(exc.problem or "syntax error").split())
-        if exc.context:
-            started = exc.context_mark
-            since = f" started on line {started.line + 1}" if started and mark and started.line != mark.line else ""
-            context = " ".join(str(exc.context).split())
-            # PyYAML splits some sentences in two ("expected X" / "but found Y").
-            problem = f"{context}, {problem}" if problem.startswith("but ") else f"{problem} ({context}{since})"
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise _error(origin, f"not valid YAML{where}: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise _error(origin, f"not valid YAML: {' '.join(str(exc).split())}") from None
-    finally:
-        loader.dispose()
-    return data, node
+        return load_yaml(text)
+    except InputError as exc:
+        raise _error(origin, str(exc)) from None
 
 
 # --------------------------------------------------------------------------- public API
@@ -517,8 +511,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise _error(None, f"expected KEY=VALUE (like compression.threshold=0.5), got {text!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = load_yaml(raw)[0] if raw.strip() else ""
+    except InputError:
         value = raw  # not YAML: keep the text; validation will say if text is wrong here
     return key, value
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from hermes_tui import content_parts
+from hermes_tui.untrusted import InputError, load_json, path_text
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -96,11 +98,15 @@ class Message:
             if role != "assistant" or not isinstance(tool_calls, list):
                 raise TranscriptError(f"{where}: tool_calls must be a list on an assistant message")
             for n, call in enumerate(tool_calls):
-                if not isinstance(call, dict) or not call.get("id") or not isinstance(call.get("function"), dict):
-                    raise TranscriptError(f"{where}: tool_calls[{n}] needs an id and a function")
+                _check_tool_call(call, f"{where}: tool_calls[{n}]")
         tool_call_id = data.get("tool_call_id")
+        if tool_call_id is not None and not isinstance(tool_call_id, str):
+            raise TranscriptError(f"{where}: tool_call_id must be text, got {_kind(tool_call_id)}")
         if role == "tool" and not tool_call_id:
             raise TranscriptError(f"{where}: a tool message needs a tool_call_id")
+        name = data.get("name")
+        if name is not None and not isinstance(name, str):
+            raise TranscriptError(f"{where}: name must be text, got {_kind(name)}")
         meta = data.get("meta") or {}
         if not isinstance(meta, dict):
             raise TranscriptError(f"{where}: meta must be an object")
@@ -112,11 +118,39 @@ class Message:
             content=content,
             tool_calls=tool_calls,
             tool_call_id=tool_call_id,
-            name=data.get("name"),
+            name=name,
             meta={k: v for k, v in meta.items() if k != "id"},
             parts=parts,
             **kwargs,
         )
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for an error message (never the value: it may be huge)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else type(value).__name__
+
+
+def _check_tool_call(call: Any, where: str) -> None:
+    # Every reader of a call (the store's tool-name index, prompts, the screen) takes
+    # these as text; a number here used to surface later as a crash far from the file.
+    if not isinstance(call, dict) or not call.get("id") or not isinstance(call.get("function"), dict):
+        raise TranscriptError(f"{where} needs an id and a function")
+    if not isinstance(call["id"], str):
+        raise TranscriptError(f"{where}.id must be text, got {_kind(call['id'])}")
+    function = call["function"]
+    if not isinstance(function.get("name"), str) or not function["name"]:
+        raise TranscriptError(f"{where}.function.name must be a tool name (text), got {_kind(function.get('name'))}")
+    arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        raise TranscriptError(f"{where}.function.arguments must be JSON text (a string), got {_kind(arguments)}")
 
 
 def _content_fields(content: Any, where: str) -> tuple[str, list[Any] | None]:
@@ -137,6 +171,19 @@ def _content_fields(content: Any, where: str) -> tuple[str, list[Any] | None]:
 # --- transcripts as files ------------------------------------------------------------
 
 
+def read_transcript(path: Path | str) -> list[Message]:
+    """Read and parse a transcript file: every problem is a TranscriptError naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return parse_transcript(text, source=str(path))
+
+
 def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
     """Parse a JSON array (or JSONL) of OpenAI messages, checking tool pairing.
 
@@ -148,9 +195,9 @@ def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
     raw: list[tuple[str, Any]] = []
     if stripped.startswith("["):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(f"{source}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+            data = load_json(text)
+        except InputError as exc:
+            raise TranscriptError(_unloadable(source, exc, "message")) from None
         if not isinstance(data, list):
             raise TranscriptError(f"{source}: expected a JSON array of messages")
         raw = [(f"{source}: message {n}", item) for n, item in enumerate(data)]
@@ -159,12 +206,23 @@ def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
             if not line.strip():
                 continue
             try:
-                raw.append((f"{source}: line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.msg})") from None
+                raw.append((f"{source}: line {lineno}", load_json(line, first_line=lineno)))
+            except InputError as exc:
+                raise TranscriptError(_unloadable(source, exc, f"line {lineno}")) from None
     messages = [Message.from_openai(item, where=where) for where, item in raw]
     check_tool_pairing(messages, source=source)
     return messages
+
+
+def _unloadable(source: str, exc: InputError, unit: str) -> str:
+    """One line for JSON that did not load: by line and column, or by message and field."""
+    if exc.line is not None or not exc.path:
+        return f"{source}: {exc}"
+    path = exc.path
+    if unit == "message" and isinstance(path[0], int):  # the array's index is the message number
+        unit, path = f"message {path[0]}", path[1:]
+    field_name = f"{path_text(path)}: " if path else ""
+    return f"{source}: {unit}: {field_name}{exc.kind}: {exc.detail}"
 
 
 def check_tool_pairing(messages: list[Message], *, source: str = "transcript") -> None:

@@ -269,7 +269,7 @@ def test_main_text_report(logs, capsys):
     assert report.main([str(p) for p in logs]) == 0
     out = capsys.readouterr().out
     assert f"{logs[0]}, {logs[1]}" in out.splitlines()[0]
-    assert "skipped 3 telemetry lines with malformed JSON" in out
+    assert "(3 malformed telemetry lines skipped)" in out
     assert "Overall (3 sessions)" in out
     lines = {line.strip().split("  ")[0]: line for line in out.splitlines() if line.startswith("  ")}
     assert lines["passes"].split()[-1] == "12"
@@ -356,7 +356,7 @@ def test_main_log_without_micro_telemetry_still_shows_batch_and_malformed(tmp_pa
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"no micro-compaction telemetry found in {log}"
     assert "batch compactions: 1 fired, 0 failed" in out
-    assert "(skipped 1 telemetry line with malformed JSON)" in out
+    assert "(1 malformed telemetry line skipped)" in out
 
 
 def test_main_missing_file(tmp_path, capsys):
@@ -433,3 +433,14 @@ def test_script_json(logs):
     assert document["overall"]["passes"] == 3
     assert document["malformed_lines"] == 1
     assert math.isclose(document["overall"]["outcomes"]["store_failed"]["pct"], 100 / 3)
+
+
+@pytest.mark.integration
+def test_hermes_tui_report_takes_the_options_before_the_logs(logs, tmp_path):
+    # The form the demo prints: `hermes-tui report --per-session`.
+    result = subprocess.run(
+        [sys.executable, "-m", "hermes_tui.cli", "report", "--per-session", *map(str, logs)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Session review" in result.stdout and "trajectory" in result.stdout

@@ -26,7 +26,6 @@ defrag itself folded in are re-added.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 
@@ -34,6 +33,7 @@ from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.redaction import REDACTED, looks_generated, redact
 from hermes_tui.tokens import TokenCounter
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 Fact = tuple[str, str]  # (kind, value)
 
@@ -187,7 +187,7 @@ def _is_identifier(value: str) -> bool:
 def _arguments_text(arguments: str) -> str:
     """The parts of tool-call arguments that name what was acted on (first line of a command)."""
     try:
-        data = json.loads(arguments)
+        data = load_json(arguments)
     except (TypeError, ValueError):
         return str(arguments).split("\n", 1)[0]
     if not isinstance(data, dict):

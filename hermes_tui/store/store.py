@@ -64,17 +64,25 @@ class Store:
     # --- sessions ----------------------------------------------------------------------
     def create_session(
         self, title: str, *, model: str | None = None, aux_model: str | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None, messages: Iterable[Message] = (),
     ) -> SessionInfo:
+        """A new session; ``messages`` (an import) go in with it, in the same transaction,
+        so a failed import leaves no session behind."""
         now = time.time()
         session_id = uuid.uuid4().hex[:12]
+        new = [m for m in messages if not m.stored]
         with self._transaction():
             self.conn.execute(
                 "INSERT INTO sessions (id, title, model, aux_model, created, updated, settings) VALUES (?,?,?,?,?,?,?)",
                 (session_id, title, model, aux_model, now, now, json.dumps(settings or {})),
             )
-        self._next_position[session_id] = 0
-        return SessionInfo(session_id, title, now, now, model, aux_model)
+            self._next_position[session_id] = 0
+            self._append(session_id, new)
+        for msg in new:
+            msg.stored = True
+        return SessionInfo(
+            session_id, title, now, now, model, aux_model, sum(not m.is_marker for m in new), len(new)
+        )
 
     def list_sessions(self) -> list[SessionInfo]:
         with translate_errors(self.path):

@@ -31,15 +31,17 @@ from hermes_tui.logs import get_logger
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.summarizers.base import Summarizer
 from hermes_tui.summarizers.select import ProviderError
-from hermes_tui.transcript import TranscriptError, parse_transcript
+from hermes_tui.transcript import TranscriptError, read_transcript
 from hermes_tui.tui.commands import SlashCommandsProvider
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.screens.first_run import FirstRunScreen, first_run_problem
+from hermes_tui.tui.screens.first_run import QUIT, FirstRunScreen, first_run_problem
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
 
 log = get_logger("tui")
+
+NEW_CHAT = ("Start a new chat", "new")
 
 
 class UnavailableChat:
@@ -59,14 +61,13 @@ class UnavailableChat:
 
 
 def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
-    """Store a transcript file as a new session (its title: the file name). Raises
-    TranscriptError or OSError for a bad file, StoreError for the database."""
-    messages = parse_transcript(Path(path).read_text(encoding="utf-8"), source=str(path))
-    info = store.create_session(
+    """Store a transcript file as a new session (its title: the file name), all or nothing.
+    Raises TranscriptError for a bad file, StoreError for the database."""
+    messages = read_transcript(path)
+    return store.create_session(
         Path(path).stem, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None,
+        messages=messages,
     )
-    store.flush(info.id, messages)
-    return info
 
 
 class HermesApp(App):
@@ -100,17 +101,31 @@ class HermesApp(App):
         self.summarizer: Summarizer | None = summarizer
         self.session_lock = threading.RLock()
         self._problems: list[Exception] = []
+        self._import_error: Exception | None = None
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._make_clients()
-        session_id = self._start_session_id
-        if self._import_path is not None:
-            try:
-                session_id = import_transcript(self.store, self.config, self._import_path).id
-            except (TranscriptError, OSError, UnicodeDecodeError, StoreError) as exc:
-                log.warning("cannot import %s: %s", self._import_path, exc)
-                self.notify(str(exc), title="Import failed", severity="error", timeout=15)
+        if self._import_path is None:
+            self._start(self._start_session_id)
+            return
+        try:
+            session_id = import_transcript(self.store, self.config, self._import_path).id
+        except (TranscriptError, StoreError) as exc:
+            # The file is what was asked for: say why it cannot be opened and write
+            # nothing (not even an empty new chat) unless the user asks for one.
+            log.warning("cannot import %s: %s", self._import_path, exc)
+            self._import_error = exc
+            screen = FirstRunScreen(
+                f"Cannot open the transcript: {exc}",
+                f"Fix the file and open it again (hermes-tui open {self._import_path}), or start a new chat.",
+                [NEW_CHAT, QUIT],
+            )
+            self.push_screen(screen, self._after_failed_import)
+            return
+        self._start(session_id)
+
+    def _start(self, session_id: str | None) -> None:
         try:
             session = self.open_session(session_id)
         except StoreError as exc:
@@ -119,6 +134,12 @@ class HermesApp(App):
             session = self.open_session(None)
         self.push_screen(ChatScreen(session))
         self._show_problems()
+
+    def _after_failed_import(self, action: str | None) -> None:
+        if action == NEW_CHAT[1]:
+            self._start(None)
+        else:
+            self.exit(return_code=2, message=f"hermes-tui: {self._import_error}")
 
     def _make_clients(self) -> None:
         """The chat client and the summarizer, from config unless given; what fails is kept to show."""

@@ -35,6 +35,7 @@ from textual.widgets import Button, Collapsible, Label, Markdown, Static
 
 from hermes_tui.content_parts import Attachment, attachments, text_only
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 SHORT = 68  # a one-line summary of a call or result, in cells
 WINDOW = 60            # message views mounted at most: the newest; older ones on request
@@ -59,7 +60,7 @@ def short_args(arguments: Any) -> str:
     """``{"command": "ls -la"}`` -> ``ls -la``; several keys -> ``path=a.py, line=3``."""
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = load_json(arguments)
         except (ValueError, TypeError):
             return one_line(arguments)
     if isinstance(arguments, dict):
@@ -97,7 +98,7 @@ def attachment_rows(message: Message | None) -> list[Static]:
 def pretty_args(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
-            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+            return json.dumps(load_json(arguments), indent=2, ensure_ascii=False)
         except (ValueError, TypeError):
             return arguments
     return json.dumps(arguments, indent=2, ensure_ascii=False)
