@@ -467,3 +467,37 @@ def test_two_apps_one_session_then_the_first_is_killed(tiny_model, hf_offline_en
         positions = [p for _, p, _ in rows(store, sid)]
         assert positions == sorted(positions) and len(set(positions)) == len(positions) - sum(
             m.is_marker for m, _ in store.load_all(sid))
+
+
+def test_the_sessions_screen_does_not_delete_a_session_another_writer_holds(tmp_path):
+    import asyncio
+
+    from textual.app import App
+    from textual.widgets import DataTable
+
+    from hermes_tui.tui.screens.sessions import SessionsScreen
+
+    path = tmp_path / "state.db"
+
+    class ScreenApp(App):
+        def on_mount(self) -> None:
+            self.push_screen(SessionsScreen(here))
+
+    async def scenario() -> None:
+        async with ScreenApp().run_test(size=(80, 24)) as pilot:
+            table = pilot.app.screen.query_one("#sessions", DataTable)
+            table.focus()
+            table.move_cursor(row=table.get_row_index(sid))
+            await pilot.pause()
+            await pilot.press("d")
+            await pilot.pause()
+            await pilot.click("#confirm")
+            await pilot.pause()
+            assert notified(pilot.app, f"session {sid} is open in another hermes-tui (pid {os.getpid()}, since ")
+            assert notified(pilot.app, "nothing was deleted")
+
+    with Store(path) as writer, Store(path) as here:
+        sid = writer.create_session("held elsewhere").id
+        writer.flush(sid, [Message("user", "still being written")])
+        asyncio.run(scenario())
+        assert [m.content for m in here.load_active(sid)] == ["still being written"]
