@@ -250,6 +250,14 @@ def test_who_is_still_alive():
     assert parent.started and parent.started != lease.me().started and lease.is_alive(parent)
 
 
+def test_without_proc_the_start_time_comes_from_ps(monkeypatch):
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(lease.os.path, "isdir", lambda p: False if p == "/proc/self" else real_isdir(p))
+    started = lease.process_started(os.getpid())
+    assert started and started == lease.process_started(os.getpid())
+    assert lease.process_started(dead_pid()) is None
+
+
 def test_a_write_reads_the_lease_and_refreshes_it_only_when_it_is_old(tmp_path):
     with Store(tmp_path / "state.db") as store:
         sid = store.create_session("cheap").id

@@ -92,21 +92,20 @@ def process_started(pid: int) -> str | None:
     """When process ``pid`` started, as an opaque string; None when no such process is running.
 
     '' when it runs but its start time cannot be read. Linux: the start time in clock
-    ticks from /proc (a zombie counts as gone); elsewhere: ``ps``'s start time.
+    ticks from /proc (a zombie counts as gone); without /proc: ``ps``'s start time.
     """
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
-        return None if fields[0] in ("Z", "X") else fields[19]  # state, starttime (fields 3 and 22)
-    except FileNotFoundError:
-        return None
-    except (OSError, IndexError):
-        pass
+    if os.path.isdir("/proc/self"):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
+            return None if fields[0] in ("Z", "X") else fields[19]  # state, starttime (fields 3 and 22)
+        except FileNotFoundError:
+            return None
+        except (OSError, IndexError):
+            pass
     if not _pid_running(pid):
         return None
-    if sys.platform == "darwin":
-        return _command_output(["ps", "-o", "lstart=", "-p", str(pid)])
-    return ""
+    return _command_output(["ps", "-o", "lstart=", "-p", str(pid)])  # macOS, the BSDs
 
 
 def _pid_running(pid: int) -> bool:
@@ -126,9 +125,14 @@ def _command_output(command: list[str]) -> str:
         return ""
 
 
+@lru_cache(maxsize=4)
+def _own_start(pid: int) -> str:
+    return process_started(pid) or ""
+
+
 def me() -> Holder:
     now = time.time()
-    return Holder(os.getpid(), this_host(), boot_id(), process_started(os.getpid()) or "", now, now)
+    return Holder(os.getpid(), this_host(), boot_id(), _own_start(os.getpid()), now, now)
 
 
 def is_alive(holder: Holder, now: float | None = None) -> bool:
