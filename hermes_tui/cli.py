@@ -173,9 +173,16 @@ def run_compact(args: argparse.Namespace) -> int:
     setup_logging()
     counter = make_counter(config)
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
-    store = Store(paths.state_db_path())
+    with Store(paths.state_db_path()) as store:  # closing gives up the session's lease
+        return _compact_into_store(args, config, messages, counter, summarizer, store)
+
+
+def _compact_into_store(
+    args: argparse.Namespace, config: Config, messages: list, counter, summarizer, store: Store,
+) -> int:
     if args.resume:
         session = store.get_session(args.resume)
+        store.acquire_lease(session.id)  # one writer: a second replay of it stops here
         done = _replayed_prefix(store, session.id, messages, args.transcript)
         conv = Conversation(store.load_active(session.id), counter=counter)
     else:
@@ -203,7 +210,6 @@ def run_compact(args: argparse.Namespace) -> int:
     )
     if progress:
         progress.close()
-    store.close()
     output = dump_transcript(conv.messages) + "\n"
     if args.out:
         try:
@@ -279,6 +285,7 @@ def run_app(args: argparse.Namespace) -> int:
         session_id = None
         if args.resume is not None:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
+            store.check_not_open_elsewhere(session_id)  # one line and exit 2, before the screen takes over
         from hermes_tui.tui.app import HermesApp
 
         from hermes_tui.mlx_runtime import import_mlx_on_main_thread

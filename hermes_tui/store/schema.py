@@ -94,6 +94,20 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE messages ADD COLUMN content_parts TEXT;
     """,
+    # 5: one writer per session (hermes_tui.store.lease): the process that holds it and a
+    #    random token every write transaction of the session checks.
+    """
+    CREATE TABLE session_leases (
+        session_id  TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        token       TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        boot_id     TEXT NOT NULL DEFAULT '',
+        started     TEXT NOT NULL DEFAULT '',
+        acquired    REAL NOT NULL,
+        heartbeat   REAL NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -64,10 +64,12 @@ def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
     """Store a transcript file as a new session (its title: the file name), all or nothing.
     Raises TranscriptError for a bad file, StoreError for the database."""
     messages = read_transcript(path)
-    return store.create_session(
+    info = store.create_session(
         Path(path).stem, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None,
         messages=messages,
     )
+    store.release_lease(info.id)  # the opener takes it again
+    return info
 
 
 class HermesApp(App):
@@ -185,12 +187,27 @@ class HermesApp(App):
 
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
+        """A new session, or a stored one resumed; this app is then its one writer.
+
+        Raises SessionBusy (a StoreError) when another hermes-tui has it open: the app
+        says so rather than show it read-only, which would be a second way to open a
+        session that must never write (a pass, a title, a queued message).
+        """
         from hermes_tui.wiring import open_session
 
         assert self.chat is not None and self.summarizer is not None
-        session = open_session(
-            self.config, self.store, session_id=session_id, title=title, chat=self.chat, summarizer=self.summarizer,
-        )
+        if session_id:
+            session_id = self.store.get_session(session_id).id
+            self.store.acquire_lease(session_id)  # before loading: what it loads is what it writes after
+        try:
+            session = open_session(
+                self.config, self.store, session_id=session_id, title=title, chat=self.chat,
+                summarizer=self.summarizer,
+            )
+        except BaseException:
+            if session_id:
+                self.store.release_lease(session_id)
+            raise
         session.lock = self.session_lock  # one lock for every session of this app: one store connection
         return session
 
@@ -208,7 +225,9 @@ class HermesApp(App):
             return
         while not isinstance(self.screen, ChatScreen):
             self.pop_screen()
+        left = self.screen.session
         self.switch_screen(screen)
+        left.close()  # its lease goes once what is in flight for it has landed
 
     def new_session(self) -> None:
         try:

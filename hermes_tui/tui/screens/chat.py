@@ -251,6 +251,7 @@ class ChatScreen(Screen):
         self._cancel = threading.Event()
         self.refresh_status()
         self.refresh_bindings()  # Escape stops the reply: shown in the footer while there is one
+        self.session.begin_work()  # the session keeps its lease until the reply is stored
         self._chat_worker(self.session, text, user_view, reply_view, self._cancel, self.hermes.reply_tokens)
 
     @work(thread=True, group="chat", exit_on_error=False)
@@ -276,6 +277,8 @@ class ChatScreen(Screen):
             post(ReplyFailed(reply_view, exc))
         else:
             post(ReplyDone(reply_view, turn))
+        finally:
+            session.end_work()
 
     @on(UserStored)
     def _user_stored(self, event: UserStored) -> None:
@@ -350,6 +353,7 @@ class ChatScreen(Screen):
             return
         self.compaction = kind
         self.refresh_status()
+        self.session.begin_work()  # a pass still lands (its session keeps its lease) after /new
         # An app worker, not this screen's: after /new the pass still lands in its own session
         # (stored); only quitting abandons it.
         self.app.run_worker(
@@ -370,6 +374,8 @@ class ChatScreen(Screen):
         except Exception:
             log.exception("%s compaction failed; the transcript is unchanged", kind)
             report = None
+        finally:
+            session.end_work()
         self.post_message(PassLanded(session, kind, report, manual))
 
     @on(PassLanded)

@@ -21,7 +21,7 @@ from textual.widgets import Button, Static
 from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.config import ConfigError
 from hermes_tui.mlx_runtime import ModelUnavailable
-from hermes_tui.store import StoreError
+from hermes_tui.store import SessionBusy, StoreError
 from hermes_tui.summarizers.base import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE, SummarizerError
 from hermes_tui.summarizers.select import ProviderError
 
@@ -126,6 +126,8 @@ def first_run_problem(exc: BaseException) -> tuple[str, str]:
             f"Fix that line in {where} with a text editor, or open settings to replace the file "
             "with valid values (the old one is kept as a .bak copy).",
         )
+    if isinstance(exc, SessionBusy):  # before StoreError: the database is fine
+        return _sentence(exc.problem), _sentence(exc.advice) + "."
     if isinstance(exc, StoreError):
         return _store_problem(message)
     if isinstance(exc, ModelUnavailable):
@@ -235,6 +237,10 @@ def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, s
     if kind == CANCELLED:
         return "The request was cancelled", "Try again."
     return f"{server} failed: {message}", "Try again, or check the settings."
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _store_problem(message: str) -> tuple[str, str]:
