@@ -7,13 +7,15 @@ whatever the total, so a command printing 100 MB costs a few KB of memory.
 from __future__ import annotations
 
 OMITTED = "[… {n} bytes omitted …]"
+_MARKER_ROOM = 48  # the marker line with a 20-digit count, and its newlines
 
 
 class HeadTail:
     def __init__(self, limit: int) -> None:
-        self.limit = max(limit, 64)
-        self.head_limit = self.limit // 2
-        self.tail_limit = self.limit - self.head_limit
+        self.limit = max(limit, 128)
+        kept = self.limit - _MARKER_ROOM  # so that head, marker line and tail fit in limit
+        self.head_limit = kept // 2
+        self.tail_limit = kept - self.head_limit
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0

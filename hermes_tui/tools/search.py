@@ -51,8 +51,8 @@ def _python_matches(base: Path, root: Path, regex: re.Pattern[str], include: pat
         rel_base = path.relative_to(base).as_posix() if path != base else path.name
         if include is not None and not include.match_file(rel_base):
             continue
-        if path.is_symlink() and not context.workspace.contains(path.resolve()):
-            continue  # as ripgrep: a symlink is not followed out of the walk
+        if path != base and path.is_symlink():
+            continue  # as ripgrep: symlinks found on the walk are not followed
         try:
             with path.open("rb") as f:
                 if b"\0" in f.read(BINARY_SNIFF_BYTES):

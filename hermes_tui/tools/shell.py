@@ -75,6 +75,22 @@ class ShellOutcome:
     background_stopped: bool = False
 
 
+def _live_members_linux(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies do not count)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(b")", 1)[-1].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -82,6 +98,10 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
+    # An orphaned child killed by SIGTERM stays a zombie in the group until init reaps it,
+    # and the init of a container may never do that: look at the members themselves.
+    if os.path.isdir("/proc"):
+        return _live_members_linux(pgid)
     return True
 
 
