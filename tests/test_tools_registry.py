@@ -195,3 +195,14 @@ def test_prepare_then_run_is_how_the_loop_approves_in_between(ctx, tmp_path):
     assert not isinstance(call, ToolResult)
     assert call.name == "read_file" and call.arguments == {"path": "a.txt"}
     assert registry.run(call, ctx).content == "     1\thi\n"
+
+
+def test_preview_gives_the_diff_or_the_error_to_return_instead_of_asking(ctx, tmp_path):
+    (tmp_path / "m.py").write_text("a = 1\n")
+    registry = builtin_registry()
+    good = registry.prepare("edit_file", '{"path": "m.py", "old_string": "a = 1", "new_string": "a = 2"}')
+    assert registry.preview(good, ctx) == "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+    stale = registry.prepare("edit_file", '{"path": "m.py", "old_string": "b", "new_string": "c"}')
+    result = registry.preview(stale, ctx)
+    assert isinstance(result, ToolResult) and result.is_error and "not found" in result.content
+    assert registry.preview(registry.prepare("read_file", '{"path": "m.py"}'), ctx) is None

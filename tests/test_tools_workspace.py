@@ -137,3 +137,13 @@ def test_nul_in_a_path_is_an_error_result(layout):
     ws, _ = layout
     result = call(ToolContext(workspace=Workspace(ws)), "read_file", path="a\u0000b")
     assert result.is_error and "NUL" in result.content
+
+
+def test_approver_for_grants_exactly_the_approved_paths(layout):
+    ws, outside = layout
+    workspace = Workspace(ws)
+    ctx = ToolContext(workspace=workspace, approve_outside=workspace.approver_for(["../outside/secret.txt"]))
+    assert call(ctx, "read_file", path="link_file").content == "     1\tthe secret\n"  # same file
+    other = call(ctx, "write_file", path="../outside/other.txt", content="x")
+    assert other.is_error and "not approved" in other.content
+    assert not (outside / "other.txt").exists()

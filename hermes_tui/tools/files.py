@@ -92,10 +92,10 @@ class ReadFile(Tool):
         with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
             for number, line in enumerate(f, start=1):
                 total = number
-                if number < offset or cut_by_size or number >= offset + limit:
-                    continue
-                if number % 1000 == 0:
+                if number % 10_000 == 0:
                     context.check_cancel()
+                if number < offset or cut_by_size or number >= offset + limit:
+                    continue  # counted for the "of N" note, not shown
                 text = line.rstrip("\r\n")
                 if len(text) > MAX_LINE_CHARS:
                     text = text[:MAX_LINE_CHARS] + f"… [{len(text) - MAX_LINE_CHARS} chars cut]"

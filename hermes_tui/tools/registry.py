@@ -116,6 +116,16 @@ class ToolRegistry:
             return ToolResult.error(f"invalid arguments for {name}{at}: {one_line(error.message)}")
         return Call(tool=tool, arguments=parsed)
 
+    def preview(self, call: Call, context: ToolContext) -> str | None | ToolResult:
+        """The tool's preview (an edit's diff) for the approval view, or the error result
+        to give instead of asking (the edit cannot apply: nothing to approve)."""
+        try:
+            return call.tool.preview(call.arguments, context)
+        except ToolError as e:
+            return ToolResult.error(one_line(str(e)) or f"{call.name} failed")
+        except Exception as e:
+            return ToolResult.error(f"{call.name} failed: {type(e).__name__}: {one_line(str(e))}")
+
     def run(self, call: Call, context: ToolContext) -> ToolResult:
         start = time.monotonic()
         if context.cancel.is_set():

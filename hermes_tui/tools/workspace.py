@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
-from .base import ToolContext, ToolError, relative_display
+from .base import OutsideApprover, ToolContext, ToolError, relative_display
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,11 @@ class Workspace:
 
     def display(self, resolved: Path) -> str:
         return relative_display(resolved, self.root)
+
+    def approver_for(self, paths: Iterable[str]) -> OutsideApprover:
+        """An ``approve_outside`` that grants exactly ``paths`` (as the user approved them)."""
+        granted = frozenset(self.resolve(p) for p in paths)
+        return lambda access: access.resolved in granted
 
     def check(self, path: str, context: ToolContext, *, tool: str, purpose: str) -> Path:
         """The resolved path, if inside or approved; else ``ToolError``."""
