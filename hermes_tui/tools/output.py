@@ -33,7 +33,7 @@ class HeadTail:
 
     @property
     def truncated(self) -> bool:
-        return self.total > self.limit
+        return self.total > self.head_limit + self.tail_limit
 
     def text(self) -> str:
         if not self.truncated:
