@@ -104,6 +104,13 @@ CASES = [
     (ASK, ("mcp__web__fetch", {"url": "x"}), [], 1, True, Q, "external"),
     (AE, ("mcp__web__fetch", {"url": "x"}), [], 1, True, Q, "external"),
     (FULL, ("mcp__web__fetch", {"url": "x"}), [], 1, True, A, "full mode"),
+    # .git/config can make an allowlisted `git status` run a program: edits there ask
+    (AE, ("write_file", {"path": ".git/config", "content": ""}), [], 1, True, Q, "inside .git"),
+    (AE, ("edit_file", {"path": "sub/.git/hooks/x", "old_string": "a", "new_string": "b"}), [], 1, True, Q, "inside .git"),
+    (ASK, ("write_file", {"path": ".git/config", "content": ""}), [r("write_file", A)], 1, True, Q, "inside .git"),
+    (FULL, ("write_file", {"path": ".git/config", "content": ""}), [], 1, True, A, "full mode"),
+    (AE, ("write_file", {"path": ".github/ci.yml", "content": ""}), [], 1, True, A, "auto-edit"),
+    (ASK, ("read_file", {"path": ".git/config"}), [], 1, True, A, "need no approval"),
     # stored rules: deny → ask → allow
     (FULL, sh("rm -rf build"), [r("run_shell: rm", D)], 1, True, D, "rule 'run_shell: rm'"),
     (FULL, sh("ls && rm -rf build"), [r("run_shell: rm", D)], 1, True, D, "rule 'run_shell: rm'"),

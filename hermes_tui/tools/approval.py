@@ -7,10 +7,11 @@ tool call and the workspace.
 
 The order, first match wins:
 1. a deny rule;                          5. a path outside the workspace: ask;
-2. read-only mode: only reads and        6. an allow rule;
-   allowlisted commands go on;           7. the mode: reads allowed; edits ask (ask) or
-3. the same call N times in a row: ask;     run (auto-edit, full); commands ask unless
-4. an ask rule;                             allowlisted, or run (full); external ask or run (full).
+2. read-only mode: only reads and        6. an edit inside .git/: ask (but in full);
+   allowlisted commands go on;           7. an allow rule;
+3. the same call N times in a row: ask;  8. the mode: reads allowed; edits ask (ask) or
+4. an ask rule;                             run (auto-edit, full); commands ask unless
+                                            allowlisted, or run (full); external ask or run (full).
 With no one to ask (headless), ask becomes deny.
 
 The workspace boundary holds in every mode: ``full`` runs anything inside it without
@@ -256,6 +257,7 @@ class ApprovalRequest:
     tool: str
     kind: ToolKind
     outside: tuple[str, ...] = ()  # the paths named that resolve outside the workspace
+    protected: tuple[str, ...] = ()  # the paths named that resolve into a .git directory
     command: str | None = None
     command_check: CommandCheck | None = None
     repeats: int = 1
@@ -264,11 +266,15 @@ class ApprovalRequest:
 
 def build_request(tool: Tool, arguments: dict[str, Any], workspace: Any, repeats: int = 1) -> ApprovalRequest:
     """The request for one call; ``workspace`` is a ``workspace.Workspace``."""
-    outside = tuple(p for p in tool.paths(arguments) if not workspace.is_inside(p))
+    named = tool.paths(arguments)
+    outside = tuple(p for p in named if not workspace.is_inside(p))
+    protected = tuple(p for p in named if p not in outside
+                      and ".git" in workspace.resolve(p).relative_to(workspace.root).parts)
     command = tool.shell_command(arguments)
     check = check_command(command, workspace.is_inside) if command is not None else None
-    return ApprovalRequest(tool=tool.name, kind=tool.kind, outside=outside, command=command,
-                           command_check=check, repeats=repeats, arguments=arguments)
+    return ApprovalRequest(tool=tool.name, kind=tool.kind, outside=outside, protected=protected,
+                           command=command, command_check=check, repeats=repeats,
+                           arguments=arguments)
 
 
 def _label(request: ApprovalRequest) -> str:
@@ -296,6 +302,9 @@ def _decide(request: ApprovalRequest, mode: Mode, rules: Sequence[Rule], repeat_
         return Decision(Action.ASK, f"{label}: the rule '{rule}' asks")
     if request.outside:
         return Decision(Action.ASK, f"{label}: {request.outside[0]} is outside the workspace")
+    if request.kind is ToolKind.EDIT and request.protected and mode is not Mode.FULL:
+        # .git/config can make an allowlisted `git status` run a program (core.fsmonitor).
+        return Decision(Action.ASK, f"{label}: {request.protected[0]} is inside .git; edits there always ask")
     rule = _by_rules(request, rules, Action.ALLOW)
     if rule:
         return Decision(Action.ALLOW, f"{label}: allowed by the rule '{rule}'")
