@@ -4,7 +4,6 @@ workspace (with a symlink out), so "outside" is what the boundary says it is."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

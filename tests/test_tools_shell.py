@@ -5,13 +5,11 @@ credentials kept out of the environment."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import tracemalloc
 from pathlib import Path
 
-import pytest
 
 from hermes_tui.tools import Status, ToolContext, Workspace, builtin_registry
 from hermes_tui.tools.shell import shell_environment

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_tui.tools import OutsideAccess, ToolContext, Workspace, builtin_registry
+from hermes_tui.tools import OutsideAccess, ToolContext, ToolRegistry, Workspace, builtin_registry
+from hermes_tui.tools.search import Grep
 
 
 @pytest.fixture
@@ -122,8 +123,6 @@ def test_listing_and_search_do_not_follow_a_symlinked_directory_out(layout):
     found = call(ctx, "glob", pattern="*.txt")
     assert found.content.splitlines() == ["inside.txt"]
     for use_rg in (True, False):
-        from hermes_tui.tools.search import Grep
-        from hermes_tui.tools import ToolRegistry
         result = ToolRegistry([Grep(use_ripgrep=use_rg)]).dispatch("grep", '{"pattern": "secret"}', ctx)
         assert "the secret" not in result.content, use_rg
 
