@@ -114,9 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("id")
     remove.set_defaults(run=run_sessions_rm)
 
-    report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
-    report.add_argument("report_args", nargs=argparse.REMAINDER)
-    report.set_defaults(run=run_report)
+    # Stdlib only: declaring its options here costs nothing at start-up.
+    from hermes_tui import report as telemetry_report
+
+    report = sub.add_parser(
+        "report", help="summarize compaction telemetry from logs", description=telemetry_report.DESCRIPTION
+    )
+    telemetry_report.add_arguments(report)
+    report.set_defaults(run=telemetry_report.run)
 
     add_bench_parser(sub)
     add_eval_parser(sub)
@@ -403,15 +408,6 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
         store.delete_session(info.id)
     print(f"deleted session {info.id} ({info.title}, {info.message_count} messages)")
     return 0
-
-
-# --- report --------------------------------------------------------------------------
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from hermes_tui.report import main as report_main
-
-    return report_main(args.report_args)
 
 
 if __name__ == "__main__":  # pragma: no cover

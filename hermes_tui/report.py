@@ -477,11 +477,11 @@ def format_report(
 # --- command line ------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="micro_compaction_report",
-        description="Summarise micro-compaction and batch-compaction telemetry from hermes-tui logs.",
-    )
+DESCRIPTION = "Summarise micro-compaction and batch-compaction telemetry from hermes-tui logs."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The report's options, on its own parser or on ``hermes-tui report``'s."""
     parser.add_argument(
         "--per-session",
         action="store_true",
@@ -495,6 +495,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="log files to read, in order (default: $HERMES_HOME/logs/agent.log)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="micro_compaction_report", description=DESCRIPTION)
+    add_arguments(parser)
     return parser
 
 
@@ -506,7 +511,11 @@ def default_log_path() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The report for parsed ``add_arguments`` options: 0, or 2 for a log that cannot be read."""
     paths: list[Path] = args.logfiles or [default_log_path()]
     for path in paths:
         if not path.is_file():
