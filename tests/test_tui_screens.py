@@ -562,7 +562,7 @@ FIRST_RUN_CASES = {
         "No chat model is configured", "Open settings", ["settings", "models", "quit"],
     ),
     "no compression model": (
-        ProviderError("no usable auxiliary.compression model: set auxiliary.compression.base_url ..."),
+        ProviderError("no usable compression model: set auxiliary.compression.base_url ..."),
         "No compression model is configured", "extractive", ["settings", "models", "quit"],
     ),
     "not downloaded": (
