@@ -28,6 +28,7 @@ MARKER_FOOTER = "[End of context summary]"
 
 MICRO = "micro"
 BATCH = "batch"
+MARKER_KINDS = (MICRO, BATCH)
 
 
 class TranscriptError(ValueError):
@@ -61,8 +62,22 @@ class Message:
     # --- what kind of message this is -------------------------------------------------
     @property
     def marker_kind(self) -> str | None:
-        """``"micro"`` or ``"batch"`` for a compaction marker, else None."""
-        return self.meta.get("compaction") if self.role == "assistant" else None
+        """``"micro"`` or ``"batch"`` when this message has the shape of a compaction marker
+        tagged as one, else None.
+
+        Only an assistant message without tool calls can be one: a message with calls has
+        results that answer it and must stay with them. This is the structural rule only;
+        ``compaction.markers.read_marker`` decides whether what the marker says may stand.
+        """
+        if not self.has_marker_shape:
+            return None
+        kind = self.meta.get("compaction") if isinstance(self.meta, dict) else None
+        return kind if kind in MARKER_KINDS else None
+
+    @property
+    def has_marker_shape(self) -> bool:
+        """An assistant message without tool calls: the only kind that may stand as a marker."""
+        return self.role == "assistant" and not self.tool_calls and self.tool_call_id is None
 
     @property
     def is_marker(self) -> bool:
