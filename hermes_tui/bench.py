@@ -395,8 +395,8 @@ class _CancellingRuntime:
     def __init__(self, runtime: MlxRuntime, cancel: threading.Event):
         self._runtime, self._cancel = runtime, cancel
 
-    def load(self, name: str):
-        return self._runtime.load(name)
+    def load(self, name: str, *, timeout: float | None = None):
+        return self._runtime.load(name, timeout=timeout)
 
     def generate(self, *args: Any, **kwargs: Any):
         return self._runtime.generate(*args, cancel=self._cancel, **kwargs)
