@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -86,6 +86,23 @@ class Message:
     @property
     def call_ids(self) -> list[str]:
         return [call.get("id", "") for call in self.tool_calls or []]
+
+    # --- new messages from this one ---------------------------------------------------
+    def copy(self) -> "Message":
+        """A fresh message under a new id: every wire field (parts included) and its own
+        ``meta``, with no cached token count and not stored."""
+        return replace(self, meta=dict(self.meta), id=new_message_id(), token_count=None, token_counter=None,
+                       stored=False, parts=None if self.parts is None else list(self.parts))
+
+    def with_text_added(self, text: str) -> "Message":
+        """This message (same id) with ``text`` added at the end, where the wire sees it: a
+        text part when the content is a list of parts. The cached token count is dropped."""
+        if self.parts is not None:
+            parts = [*self.parts, {"type": "text", "text": text}]
+            return replace(self, content=content_parts.text_view(parts), parts=parts, meta=dict(self.meta),
+                           token_count=None, token_counter=None, stored=False)
+        content = f"{self.content}\n\n{text}" if self.content else text
+        return replace(self, content=content, meta=dict(self.meta), token_count=None, token_counter=None, stored=False)
 
     # --- conversion -----------------------------------------------------------------
     def to_openai(self, *, with_meta: bool = False) -> dict[str, Any]:
