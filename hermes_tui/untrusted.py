@@ -26,12 +26,14 @@ import functools
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["MAX_DEPTH", "InputError", "decode_json_at", "load_json", "load_yaml", "path_text"]
+__all__ = [
+    "MAX_DEPTH", "InputError", "decode_json_at", "is_high_surrogate", "load_json", "load_yaml", "model_text", "path_text",
+]
 
 # Far beyond any transcript, telemetry line or config (about 10 levels), far below
 # the recursion limit of anything that later walks the result.
@@ -91,6 +93,25 @@ def _surrogate_detail(text: str) -> str | None:
 def _line_column(text: str, position: int, first_line: int = 1) -> tuple[int, int]:
     line_start = text.rfind("\n", 0, position) + 1
     return first_line + text.count("\n", 0, position), position - line_start + 1
+
+
+# --------------------------------------------------------------------------- model output
+
+
+def model_text(pieces: Iterable[str]) -> str:
+    """Text a model sent, joined: a UTF-16 surrogate pair split between pieces (two stream
+    chunks, each with half an escape) is rebuilt, and any other lone surrogate becomes
+    U+FFFD. Model output, unlike a user's file, is ours to repair: refusing it would lose
+    a whole reply or summary over one character no file, terminal or database accepts."""
+    text = "".join(pieces)
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def is_high_surrogate(char: str) -> bool:
+    """The first half of a UTF-16 pair: a stream may carry its second half in the next chunk."""
+    return "\ud800" <= char <= "\udbff"
 
 
 # --------------------------------------------------------------------------- JSON

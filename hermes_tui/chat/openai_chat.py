@@ -67,6 +67,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
+from ..untrusted import is_high_surrogate, model_text
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,
@@ -229,6 +230,7 @@ class OpenAIChatClient(ChatClient):
         events = 0
         done = False
         stray: str | None = None  # the first line that is not SSE, to describe the body
+        held = ""  # a chunk's last character, when it is half a surrogate pair the next chunk may end
 
         while not done:
             if cancel is not None and cancel.is_set():
@@ -266,12 +268,15 @@ class OpenAIChatClient(ChatClient):
                         usage = chunk.usage
                     if chunk.finish_reason is not None:
                         finish_reason = chunk.finish_reason
-                    if chunk.text:
+                    text = held + chunk.text
+                    held = text[-1] if text and is_high_surrogate(text[-1]) else ""
+                    text = model_text([text[:len(text) - len(held)]])
+                    if text:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
-                        parts.append(chunk.text)
-                        chars += len(chunk.text)
-                        yield ChatDelta(chunk.text)
+                        parts.append(text)
+                        chars += len(text)
+                        yield ChatDelta(text)
             if line is None:
                 break
 
@@ -279,6 +284,10 @@ class OpenAIChatClient(ChatClient):
             if events == 0 and stray is not None:
                 raise self._not_a_stream(content_type, stray)
             raise self._cut_off(chars, "ended the stream")
+
+        if held:  # its pair never came
+            parts.append(model_text([held]))
+            yield ChatDelta(parts[-1])
 
         usage = usage or {}
         details = usage.get("prompt_tokens_details")

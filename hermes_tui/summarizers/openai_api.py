@@ -36,6 +36,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import TIMED_OUT, CallLimits, http_client
+from ..untrusted import model_text
 from .base import (
     MALFORMED,
     TIMEOUT,
@@ -179,7 +180,7 @@ class OpenAISummarizer:
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         finish_reason = choice.get("finish_reason")
         return Completion(
-            text=content,
+            text=model_text([content]),
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
