@@ -671,3 +671,13 @@ def test_lone_surrogates_in_a_streamed_reply_are_repaired_and_the_reply_stores(e
         store.flush(session.id, [Message(role="user", content="Run the tests."),
                                  Message(role="assistant", content=done.text)])
         assert store.load_active(session.id)[-1].content == done.text
+
+
+@pytest.mark.parametrize("data, problem", [
+    ('{"choices": ' * 5000 + "null" + "}" * 5000, "too deeply nested"),
+    ('{"choices": [{"index": 0, "delta": {"content": "hi"}}], "created": ' + "7" * 5000 + "}", "number too long"),
+])
+def test_an_unreadable_stream_chunk_is_malformed_in_one_line(endpoint, data, problem):
+    endpoint.reply = sse_reply(chunk(), data, chunk(finish_reason="stop"), "[DONE]")
+    error = fail_with(OpenAIChatClient(endpoint.base_url, "m"), MALFORMED)
+    assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)

@@ -410,3 +410,13 @@ def test_lone_surrogates_in_a_summary_are_repaired_and_the_pass_stores(endpoint,
         assert report.outcome == "absorbed", report.fields
         (marker,) = [m for m in store.load_active(session.id) if m.is_marker]
     assert "- Ran the tests: \ufffd all green \U0001F600." in marker.meta["summary"]
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b'{"choices": ' * 5000 + b"null" + b"}" * 5000, "too deeply nested"),
+    (b'{"choices": [{"message": {"content": "ok"}}], "created": ' + b"7" * 5000 + b"}", "number too long"),
+])
+def test_an_unreadable_json_answer_is_malformed_in_one_line(endpoint, body, problem):
+    endpoint.reply = lambda h: send(h, 200, body)
+    error = fail_with(OpenAISummarizer(endpoint.base_url, "m"), MALFORMED)
+    assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)

@@ -46,7 +46,6 @@ is no config key for the timeout, so messages state it in seconds.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -67,7 +66,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
-from ..untrusted import is_high_surrogate, model_text
+from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,
@@ -310,9 +309,11 @@ class OpenAIChatClient(ChatClient):
         if data.strip() == "[DONE]":
             return _DONE
         try:
-            body = json.loads(data)
-        except ValueError:
-            raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            body = load_json(data, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            raise self._malformed(f"a stream chunk that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a stream chunk that is a JSON {type(body).__name__}")
         if body.get("error"):
@@ -423,8 +424,8 @@ def _sample(http: Any) -> str:
         pass
     text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
     try:  # an error object: show its message rather than the start of the JSON
-        body = json.loads(text)
-    except ValueError:
+        body = load_json(text)
+    except InputError:
         return text
     if isinstance(body, dict) and body.get("error"):
         return error_text(body["error"]) or text
