@@ -46,7 +46,6 @@ is no config key for the timeout, so messages state it in seconds.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -67,6 +66,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
+from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,
@@ -229,6 +229,7 @@ class OpenAIChatClient(ChatClient):
         events = 0
         done = False
         stray: str | None = None  # the first line that is not SSE, to describe the body
+        held = ""  # a chunk's last character, when it is half a surrogate pair the next chunk may end
 
         while not done:
             if cancel is not None and cancel.is_set():
@@ -266,12 +267,15 @@ class OpenAIChatClient(ChatClient):
                         usage = chunk.usage
                     if chunk.finish_reason is not None:
                         finish_reason = chunk.finish_reason
-                    if chunk.text:
+                    text = held + chunk.text
+                    held = text[-1] if text and is_high_surrogate(text[-1]) else ""
+                    text = model_text([text[:len(text) - len(held)]])
+                    if text:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
-                        parts.append(chunk.text)
-                        chars += len(chunk.text)
-                        yield ChatDelta(chunk.text)
+                        parts.append(text)
+                        chars += len(text)
+                        yield ChatDelta(text)
             if line is None:
                 break
 
@@ -279,6 +283,10 @@ class OpenAIChatClient(ChatClient):
             if events == 0 and stray is not None:
                 raise self._not_a_stream(content_type, stray)
             raise self._cut_off(chars, "ended the stream")
+
+        if held:  # its pair never came
+            parts.append(model_text([held]))
+            yield ChatDelta(parts[-1])
 
         usage = usage or {}
         details = usage.get("prompt_tokens_details")
@@ -301,9 +309,11 @@ class OpenAIChatClient(ChatClient):
         if data.strip() == "[DONE]":
             return _DONE
         try:
-            body = json.loads(data)
-        except ValueError:
-            raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            body = load_json(data, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            raise self._malformed(f"a stream chunk that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a stream chunk that is a JSON {type(body).__name__}")
         if body.get("error"):
@@ -414,8 +424,8 @@ def _sample(http: Any) -> str:
         pass
     text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
     try:  # an error object: show its message rather than the start of the JSON
-        body = json.loads(text)
-    except ValueError:
+        body = load_json(text)
+    except InputError:
         return text
     if isinstance(body, dict) and body.get("error"):
         return error_text(body["error"]) or text
