@@ -21,6 +21,7 @@ from hermes_tui.conversation import Conversation
 from hermes_tui.logs import LogFileError, setup_logging
 from hermes_tui.models_cli import add_parser as add_models_parser
 from hermes_tui.replay import TURN_MODES, ReplayResult, replay
+from hermes_tui.report import add_arguments as add_report_arguments
 from hermes_tui.store import Store, StoreError
 from hermes_tui.context_limits import resolve as resolve_context_limit
 from hermes_tui.summarizers.select import ProviderError, make_summarizer
@@ -114,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("id")
     remove.set_defaults(run=run_sessions_rm)
 
-    report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
-    report.add_argument("report_args", nargs=argparse.REMAINDER)
+    report = sub.add_parser("report", help="summarize compaction telemetry from logs")
+    add_report_arguments(report)
     report.set_defaults(run=run_report)
 
     add_bench_parser(sub)
@@ -409,9 +410,9 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from hermes_tui.report import main as report_main
+    from hermes_tui.report import run
 
-    return report_main(args.report_args)
+    return run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -482,6 +482,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="micro_compaction_report",
         description="Summarise micro-compaction and batch-compaction telemetry from hermes-tui logs.",
     )
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The report's options, shared by the script and ``hermes-tui report``."""
     parser.add_argument(
         "--per-session",
         action="store_true",
@@ -502,7 +508,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="log files to read, in order (default: hermes-tui's own agent.log, in $HERMES_TUI_HOME/logs "
         "or the user log dir)",
     )
-    return parser
 
 
 def default_log_path(*, hermes_agent: bool = False) -> Path:
@@ -514,7 +519,10 @@ def default_log_path(*, hermes_agent: bool = False) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     if args.hermes and args.logfiles:
         print("micro_compaction_report: --hermes reads Hermes Agent's log; give LOGFILEs or --hermes, not both",
               file=sys.stderr)
