@@ -260,8 +260,11 @@ def test_no_command_writes_into_hermes_agent_home(tmp_path, hf_offline_env):
         assert [s.title for s in store.list_sessions()] == ["talk"]  # from compact
 
 
-def test_with_only_hermes_home_set_our_files_go_to_the_user_dirs(tmp_path, hf_offline_env):
+@pytest.mark.parametrize("with_db", [True, False], ids=["with-state-db", "before-its-first-session"])
+def test_with_only_hermes_home_set_our_files_go_to_the_user_dirs(tmp_path, hf_offline_env, with_db):
     agent = hermes_agent_home(tmp_path)
+    if not with_db:
+        (agent / "state.db").unlink()
     env = clean_env(tmp_path, hf_offline_env, HERMES_HOME=str(agent))
     before = tree(agent)
     for name, args in commands(transcript(tmp_path), app=False).items():

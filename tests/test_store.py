@@ -291,6 +291,23 @@ def test_another_programs_wal_database_is_refused_without_creating_its_wal_files
     assert digest(db_path) == before and side_files(db_path) == ["state.db"]
 
 
+def test_another_programs_wal_database_in_use_is_refused_with_its_wal_and_shm_unchanged(db_path):
+    """The other program has it open (its -wal holds a commit not yet checkpointed)."""
+    hermes_agent_db(db_path, journal="WAL")
+    live = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        live.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES ('x', 'user', 'live', 2.0)")
+        files = [db_path.with_name(name) for name in side_files(db_path)]
+        assert [f.name for f in files] == ["state.db", "state.db-shm", "state.db-wal"]
+        before = [digest(f) for f in files]
+        with pytest.raises(StoreError) as caught:
+            Store(db_path)
+        assert "not a hermes-tui database" in one_line_naming(caught.value, db_path)
+        assert [digest(f) for f in files] == before
+    finally:
+        live.close()
+
+
 def test_a_database_marked_by_another_program_is_refused_even_with_our_tables(db_path):
     with Store(db_path):
         pass

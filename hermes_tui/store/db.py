@@ -81,11 +81,12 @@ def check_ownership_read_only(path: Path) -> None:
     """Refuse another program's (or a too new) database without changing a byte on disk.
 
     A rollback-journal file is read under SQLite's locks with ``mode=ro``, which creates
-    nothing. A WAL file is read as ``immutable`` first: a plain read-only connection
-    would create its ``-wal`` and ``-shm`` files. Without locks a concurrent writer could
-    show a torn picture, so an alarming answer is confirmed with locks when another
-    connection has the file open (its ``-shm`` exists). The write connection checks
-    again, with the log's content, before anything is written.
+    nothing. A WAL file is read as ``immutable``: a read-only connection would create its
+    ``-wal`` and ``-shm`` files, or write its read marks into a ``-shm`` another program
+    has open. That view is the last checkpoint, which shows our tables (or our mark) in
+    a database of ours at any moment: a checkpoint copies page 1, where the mark and the
+    version live, first. The write connection checks again, with the log's content and
+    under the write lock, before anything is written.
     """
     try:
         with open(path, "rb") as handle:
@@ -99,10 +100,7 @@ def check_ownership_read_only(path: Path) -> None:
         try:
             found = _inspect_at(path, immutable=True)
         except sqlite3.DatabaseError:
-            found = None  # damaged or torn: the locked checks decide
-        in_use = path.with_name(path.name + "-shm").exists()
-        if found is not None and found.kind == FOREIGN and in_use:
-            found = _inspect_at(path, immutable=False)
+            found = None  # damaged: the checks on the write connection say how
     else:
         found = _inspect_at(path, immutable=False)
     if found is not None:
