@@ -4,7 +4,8 @@ Hermes Agent keeps its own ``state.db`` and ``config.yaml`` in ``HERMES_HOME`` (
 ``~/.hermes``). Every command runs here as users run it (the real entry point in a
 subprocess), and the app starts through ``App.run_test``; after each one, the foreign files
 must hash the same, byte for byte (``-wal``/``-shm``/``-journal`` included), and each
-refusal is one line naming the file, exit 2 (CLI) or a message on screen (app).
+refusal is one line naming the file, exit 2 (CLI) or a message on screen (app). The real
+binary also starts under tmux, as in ``test_tmux_smoke``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.settings import SettingsScreen
+from test_tmux_smoke import _app_command, tmux, wait_for  # noqa: F401 - tmux is a fixture
 
 CLI = [sys.executable, "-m", "hermes_tui.cli"]
 TIMEOUT_S = 180
@@ -300,3 +304,47 @@ def test_a_home_of_ours_inside_hermes_agent_home_is_refused(tmp_path, hf_offline
         assert "Traceback" not in proc.stderr
     assert str(db) in run(env, ["sessions", "list"], tmp_path).stderr
     assert tree(dot_hermes) == before
+
+
+# --- the real binary in a real terminal -------------------------------------------------------------
+
+OUR_CONFIG = "auxiliary:\n  compression:\n    provider: extractive\n"
+
+
+def start_app(tmux, tmp_path: Path, hf_offline_env: dict[str, str], **homes: str) -> None:
+    env = {**hf_offline_env, **homes, "HOME": str(tmp_path / "user"), "PYTHONFAULTHANDLER": "1"}
+    tmux.start(shlex.join(["env", "-u", "HERMES_HOME", "-u", "HERMES_TUI_HOME",
+                           *(f"{k}={v}" for k, v in env.items()), *_app_command()]), cwd=tmp_path)
+
+
+def test_the_app_in_a_terminal_never_writes_into_hermes_agent_home(tmux, tmp_path, hf_offline_env):
+    agent, ours = hermes_agent_home(tmp_path), tmp_path / "ours"
+    ours.mkdir()
+    (ours / "config.yaml").write_text(OUR_CONFIG)
+    before = tree(agent)
+    start_app(tmux, tmp_path, hf_offline_env, HERMES_TUI_HOME=str(ours), HERMES_HOME=str(agent))
+    wait_for(tmux, lambda s: "No chat model is configured" in s, "the first-run screen", 120)
+    tmux.keys("C-q")
+    deadline = time.monotonic() + 60
+    while tmux.pane("#{pane_dead}") != "1":
+        assert time.monotonic() < deadline, tmux.everything()
+        time.sleep(0.1)
+    assert tmux.pane("#{pane_dead_status}") == "0", tmux.everything()
+    assert tree(agent) == before
+    assert (ours / "state.db").is_file()
+
+
+def test_the_app_in_a_terminal_refuses_a_foreign_state_db_in_one_line(tmux, tmp_path, hf_offline_env):
+    home = tmp_path / "home"
+    home.mkdir()
+    hermes_agent_state_db(home / "state.db")
+    before = foreign_files(home)
+    start_app(tmux, tmp_path, hf_offline_env, HERMES_TUI_HOME=str(home), HERMES_HOME=str(tmp_path / "agent"))
+    deadline = time.monotonic() + 120
+    while tmux.pane("#{pane_dead}") != "1":
+        assert time.monotonic() < deadline, tmux.everything()
+        time.sleep(0.1)
+    assert tmux.pane("#{pane_dead_status}") == "2"
+    lines = [line for line in tmux.everything().splitlines() if line.strip() and not line.startswith("Pane is dead")]
+    assert len(lines) == 1 and str(home / "state.db") in lines[0] and "not a hermes-tui database" in lines[0], lines
+    assert foreign_files(home) == before
