@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A local-first terminal chat app whose context never fills up.",
     )
     parser.add_argument("--version", action="version", version=f"hermes-tui {__version__}")
-    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_HOME)")
+    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_TUI_HOME)")
     parser.add_argument(
         "--resume", nargs="?", const="", metavar="ID",
         help="open the app on a stored session (default: the most recent one)",

@@ -39,8 +39,10 @@ __all__ = [
     "ModelConfig",
     "apply_overrides",
     "default_config_text",
+    "foreign_config_problem",
     "load_config",
     "parse_override",
+    "refuse_foreign_config",
     "render_config_text",
     "save_config",
     "write_default_config",
@@ -520,7 +522,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 _HEADER = """\
 # hermes-tui configuration.
 # Every key is shown with its default; delete a key (or this file) to get the default back.
-# HERMES_HOME, when set, moves this file and every other hermes-tui file.
+# HERMES_TUI_HOME, when set, moves this file and every other hermes-tui file.
 # The settings screen edits values in place and keeps your comments where it can.
 """
 _COMMENT_COLUMN = 40
@@ -567,7 +569,60 @@ def default_config_text() -> str:
     return render_config_text(Config())
 
 
-def _write_atomically(path: Path, text: str, *, overwrite: bool) -> bool:
+def foreign_config_problem(text: str) -> str | None:
+    """Why ``text`` is not a hermes-tui config.yaml (then it is never rewritten), or None.
+
+    Ours has only our top-level sections. Another program's config in the same place
+    (Hermes Agent's has ``terminal``, ``toolsets`` and more) must survive byte for byte,
+    so it is refused before anything is written. A file that is not valid YAML counts as
+    ours only while every unindented line is one of our section keys (or a comment).
+    """
+    ours = set(Config.model_fields)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        for line in text.splitlines():
+            if not line.strip() or line[0] in " \t#" or line.rstrip() in ("---", "..."):
+                continue
+            match = _TOP_LEVEL_KEY.match(line)
+            if match is None or match.group(1) not in ours:
+                return f"not valid YAML, and its line {line[:40]!r} is not a hermes-tui section"
+        return None
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        return f"the top level is {_shown(data)}, not sections of keys"
+    foreign = [str(key) for key in data if key not in ours]
+    if foreign:
+        listed = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+        return f"top-level section{'s' if len(foreign) > 1 else ''} {listed} {'are' if len(foreign) > 1 else 'is'} not hermes-tui's"
+    return None
+
+
+_TOP_LEVEL_KEY = re.compile(r"""["']?([A-Za-z_][\w.-]*)["']?\s*:(?:\s|$)""")
+
+
+def refuse_foreign_config(path: Path) -> None:
+    """Raise ConfigError, naming ``path``, if a file is there that is not ours to rewrite."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        problem = foreign_config_problem(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (bad byte at offset {exc.start})"
+    if problem:
+        raise _error(
+            path,
+            f"not a hermes-tui config ({problem}); it was left untouched: "
+            f"point --config or {paths.HOME_ENV} at a config.yaml of hermes-tui's own",
+        )
+
+
+def _write_atomically(path: Path, text: str | bytes, *, overwrite: bool) -> bool:
     """Write via a temp file in the same directory, so a crash never leaves half a file.
 
     With ``overwrite=False`` an existing file wins (returns False) even in a race.
@@ -576,8 +631,8 @@ def _write_atomically(path: Path, text: str, *, overwrite: bool) -> bool:
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         if overwrite:
@@ -610,8 +665,13 @@ def write_default_config(path: Path | None = None) -> None:
 
 
 def save_config(config: Config, path: Path | None = None) -> None:
-    """Validate ``config`` and write it to ``path`` atomically (replacing the file)."""
+    """Validate ``config`` and write it to ``path`` atomically (replacing the file).
+
+    A file there that is not ours (:func:`foreign_config_problem`) is refused with a
+    ConfigError and left as it is.
+    """
     path = Path(path) if path is not None else paths.config_path()
+    refuse_foreign_config(path)
     try:
         # Fields may have been assigned after construction; check them all again.
         config = Config.model_validate(config.model_dump(warnings=False))

@@ -357,7 +357,7 @@ def test_a_session_that_runs_out_of_exchanges_starts_again(tiny_model, hf_offlin
 
 
 def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(hermes_home)}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "bench", "--provider", "mlx", "--model", str(tiny_model.q4),
          "--passes", "2", "--json", "--max-tokens", str(CAP)],
@@ -381,7 +381,7 @@ def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
 
 
 def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_home, tmp_path):
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(hermes_home)}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}
     missing = tmp_path / "nothing-here"
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "bench", "--provider", "mlx", "--model", str(missing), "--no-save"],

@@ -1,6 +1,6 @@
-"""``hermes-tui`` as users run it: the real entry point in a subprocess, HERMES_HOME in a
+"""``hermes-tui`` as users run it: the real entry point in a subprocess, HERMES_TUI_HOME in a
 temp dir, a transcript file on disk, the compacted transcript on stdout (or ``--out``),
-telemetry in ``$HERMES_HOME/logs/agent.log`` and one error line on stderr for bad input.
+telemetry in ``$HERMES_TUI_HOME/logs/agent.log`` and one error line on stderr for bad input.
 
 The integration tests point ``compact`` at a real ``mlx_lm.server`` serving the tiny
 random-weight model (``conftest.mlx_server``). That model never emits an end token, so
@@ -37,7 +37,7 @@ CLI_TIMEOUT_S = 120
 def run_cli(
     home: Path, *args: str, entry: str = "module", cwd: Path | None = None, timeout: float = CLI_TIMEOUT_S
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("OPENAI_API_KEY", None)
     return subprocess.run(
         [*ENTRY_POINTS[entry], *args],
@@ -55,7 +55,7 @@ def explain(proc: subprocess.CompletedProcess) -> str:
 
 
 def telemetry(home: Path) -> list[dict[str, Any]]:
-    """The micro telemetry records in ``$HERMES_HOME/logs/agent.log`` (each line's JSON must parse)."""
+    """The micro telemetry records in ``$HERMES_TUI_HOME/logs/agent.log`` (each line's JSON must parse)."""
     log = home / "logs" / "agent.log"
     records = []
     for line in log.read_text(encoding="utf-8").splitlines():
@@ -705,7 +705,7 @@ def resumable_session(image: str, *, marker: bool = True) -> list[dict[str, Any]
 
 def interrupted_compact(home: Path, transcript: Path) -> str:
     """The id of the session a ``compact`` killed at the end of its second turn left behind."""
-    env = {**os.environ, "HERMES_HOME": str(home), "HERMES_TUI_CRASH_AT": "turn.end:2"}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "HERMES_TUI_CRASH_AT": "turn.end:2"}
     env.pop("OPENAI_API_KEY", None)
     killed = subprocess.run(
         [*ENTRY_POINTS["module"], "compact", str(transcript), *COMPACT], env=env, cwd=home,

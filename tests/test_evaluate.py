@@ -150,7 +150,7 @@ def test_the_tracker_ignores_passes_that_absorbed_nothing():
 
 
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home)}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "hermes_tui.cli", *args], capture_output=True, text=True,
                           timeout=120, env=env, cwd=REPO)
 
@@ -203,7 +203,7 @@ def test_eval_probe_asks_a_real_chat_model(tmp_path, tiny_model, hf_offline_env)
     """--probe through the real MLX chat path: the tiny model answers (noise: random weights),
     every probe is asked on the compacted transcript, and the answers are scored."""
     path = small_transcript(tmp_path)
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(tmp_path)}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "eval", str(path), "--provider", "extractive",
          "--context-limit", "4096", "--probe", "--chat-provider", "mlx", "--chat-model", str(tiny_model.fp32),

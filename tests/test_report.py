@@ -367,8 +367,9 @@ def test_main_missing_file(tmp_path, capsys):
     assert captured.err.strip() == f"micro_compaction_report: no such log file: {missing}"
 
 
-def test_main_default_log_is_under_hermes_home(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+def test_main_default_log_is_under_hermes_tui_home(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path))
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "agent"))  # Hermes Agent's log is never the default
     expected = tmp_path / "logs" / "agent.log"
     assert report.main([]) == 2
     assert str(expected) in capsys.readouterr().err
@@ -379,6 +380,33 @@ def test_main_default_log_is_under_hermes_home(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert str(expected) in out
     assert "net tokens saved        -299" in out  # a first pass costs tokens
+
+
+def test_main_hermes_reads_hermes_agents_log_and_leaves_it_alone(tmp_path, monkeypatch, capsys):
+    ours, agent = tmp_path / "ours", tmp_path / "agent"
+    monkeypatch.setenv("HERMES_TUI_HOME", str(ours))
+    monkeypatch.setenv("HERMES_HOME", str(agent))
+    log = agent / "logs" / "agent.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(std_line(REVIEW[0]) + "\n")
+    log.chmod(0o444)  # read-only: reading it needs no more
+    before = log.read_bytes(), log.stat().st_mtime_ns
+    assert report.main(["--hermes"]) == 0
+    out = capsys.readouterr().out
+    assert f"Micro-compaction report: {log}" in out and "net tokens saved        -299" in out
+    assert (log.read_bytes(), log.stat().st_mtime_ns) == before
+    assert sorted(p.relative_to(agent).as_posix() for p in agent.rglob("*")) == ["logs", "logs/agent.log"]
+    assert not ours.exists()
+    assert report.main(["--hermes", str(log)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_main_hermes_defaults_to_dot_hermes(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert report.main(["--hermes"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"micro_compaction_report: no such log file: {tmp_path / '.hermes' / 'logs' / 'agent.log'}")
 
 
 # --- the script -------------------------------------------------------------------------

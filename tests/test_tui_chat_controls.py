@@ -2,7 +2,7 @@
 arrived), ``/model`` switches the model, ``model.max_tokens`` caps a reply.
 
 Driven with ``App.run_test`` like ``test_tui_chat``: the tiny model in-process (MLX) or
-behind a real ``mlx_lm.server``, a real store, a real config.yaml in HERMES_HOME.
+behind a real ``mlx_lm.server``, a real store, a real config.yaml in HERMES_TUI_HOME.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ USER_COMMENT = "# my own note about the chat model\n"
 
 
 def write_config(home: Path, config) -> Path:
-    """The test's config as config.yaml in HERMES_HOME, with a comment of the user's own."""
+    """The test's config as config.yaml in HERMES_TUI_HOME, with a comment of the user's own."""
     path = home / "config.yaml"
     path.write_text(USER_COMMENT + render_config_text(config), encoding="utf-8")
     return path

@@ -500,7 +500,8 @@ async def test_settings_replace_an_unreadable_file_and_keep_it_as_bak(tmp_path):
         await pilot.press("ctrl+s")
         await pilot.pause()
     assert load_config(path).compression.threshold == 0.5
-    assert (tmp_path / "config.yaml.bak").read_text() == "compression:\n  threshold: [0.5\n"
+    backups = sorted(tmp_path.glob("config.yaml.*.bak"))
+    assert [b.read_text() for b in backups] == ["compression:\n  threshold: [0.5\n"]
 
 
 @pytest.mark.anyio
@@ -620,7 +621,7 @@ FIRST_RUN_CASES = {
     ),
     "database unreadable": (
         StoreError("/h/state.db: not a readable SQLite database (file is not a database). It was left "
-                   "untouched: move it aside (or restore a backup) and start again, or set HERMES_HOME"),
+                   "untouched: move it aside (or restore a backup) and start again, or set HERMES_TUI_HOME"),
         "The session database is unreadable: /h/state.db: not a readable SQLite database", "Move it aside",
         ["quit"],
     ),
