@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from hermes_tui import paths
+from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = [
     "AuxiliaryCompressionConfig",
@@ -38,8 +39,10 @@ __all__ = [
     "ModelConfig",
     "apply_overrides",
     "default_config_text",
+    "foreign_config_problem",
     "load_config",
     "parse_override",
+    "refuse_foreign_config",
     "render_config_text",
     "save_config",
     "write_default_config",
@@ -308,8 +311,8 @@ def _unquote_hint(value: Any, wanted: type) -> str:
     if value.strip().endswith("%") and wanted is float:
         return " (write a fraction: 0.8 for 80%)"
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
+        parsed, _ = load_yaml(value)
+    except InputError:
         return ""
     ok = type(parsed) is wanted or (wanted is float and type(parsed) is int)
     return " (remove the quotes)" if ok else ""
@@ -404,50 +407,43 @@ def _line_of(root: yaml.Node, loc: Sequence[Any], *, at_key: bool) -> int:
     return line
 
 
-def _duplicate_keys(node: yaml.Node, origin: str, prefix: str = "") -> list[ConfigProblem]:
+def _duplicate_keys(root: yaml.Node, origin: str) -> list[ConfigProblem]:
     # PyYAML keeps the last of two equal keys and drops the first without a word;
-    # that silently loses a setting, so it is an error here.
+    # that silently loses a setting, so it is an error here. An alias is the node it
+    # names, shared: each node is checked once, or an alias bomb takes exponential time.
     found: list[ConfigProblem] = []
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            line = key_node.start_mark.line + 1
-            dotted = prefix + key_node.value
-            if key_node.value in seen:
-                found.append(ConfigProblem(origin, line, dotted, f"duplicate key (also set on line {seen[key_node.value]})"))
-            else:
-                seen[key_node.value] = line
-            found.extend(_duplicate_keys(value_node, origin, dotted + "."))
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            found.extend(_duplicate_keys(item, origin, prefix))
+    visited: set[int] = set()
+    pending: list[tuple[yaml.Node, str]] = [(root, "")]
+    while pending:
+        node, prefix = pending.pop()
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                line = key_node.start_mark.line + 1
+                dotted = prefix + key_node.value
+                if key_node.value in seen:
+                    found.append(
+                        ConfigProblem(origin, line, dotted, f"duplicate key (also set on line {seen[key_node.value]})")
+                    )
+                else:
+                    seen[key_node.value] = line
+                pending.append((value_node, dotted + "."))
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend((item, prefix) for item in node.value)
     return found
 
 
 def _parse(text: str, origin: str) -> tuple[Any, yaml.Node | None]:
-    """The document's data and its node tree (for line numbers), from one parse."""
-    loader = yaml.SafeLoader(text)
+    """The document's data and its node tree (for line numbers), from one bounded parse."""
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = " ".join(str(exc.problem or "syntax error").split())
-        if exc.context:
-            started = exc.context_mark
-            since = f" started on line {started.line + 1}" if started and mark and started.line != mark.line else ""
-            context = " ".join(str(exc.context).split())
-            # PyYAML splits some sentences in two ("expected X" / "but found Y").
-            problem = f"{context}, {problem}" if problem.startswith("but ") else f"{problem} ({context}{since})"
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise _error(origin, f"not valid YAML{where}: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise _error(origin, f"not valid YAML: {' '.join(str(exc).split())}") from None
-    finally:
-        loader.dispose()
-    return data, node
+        return load_yaml(text)
+    except InputError as exc:
+        raise _error(origin, str(exc)) from None
 
 
 # --------------------------------------------------------------------------- public API
@@ -517,8 +513,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise _error(None, f"expected KEY=VALUE (like compression.threshold=0.5), got {text!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = load_yaml(raw)[0] if raw.strip() else ""
+    except InputError:
         value = raw  # not YAML: keep the text; validation will say if text is wrong here
     return key, value
 
@@ -526,7 +522,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 _HEADER = """\
 # hermes-tui configuration.
 # Every key is shown with its default; delete a key (or this file) to get the default back.
-# HERMES_HOME, when set, moves this file and every other hermes-tui file.
+# HERMES_TUI_HOME, when set, moves this file and every other hermes-tui file.
 # The settings screen edits values in place and keeps your comments where it can.
 """
 _COMMENT_COLUMN = 40
@@ -573,7 +569,60 @@ def default_config_text() -> str:
     return render_config_text(Config())
 
 
-def _write_atomically(path: Path, text: str, *, overwrite: bool) -> bool:
+def foreign_config_problem(text: str) -> str | None:
+    """Why ``text`` is not a hermes-tui config.yaml (then it is never rewritten), or None.
+
+    Ours has only our top-level sections. Another program's config in the same place
+    (Hermes Agent's has ``terminal``, ``toolsets`` and more) must survive byte for byte,
+    so it is refused before anything is written. A file that is not valid YAML counts as
+    ours only while every unindented line is one of our section keys (or a comment).
+    """
+    ours = set(Config.model_fields)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        for line in text.splitlines():
+            if not line.strip() or line[0] in " \t#" or line.rstrip() in ("---", "..."):
+                continue
+            match = _TOP_LEVEL_KEY.match(line)
+            if match is None or match.group(1) not in ours:
+                return f"not valid YAML, and its line {line[:40]!r} is not a hermes-tui section"
+        return None
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        return f"the top level is {_shown(data)}, not sections of keys"
+    foreign = [str(key) for key in data if key not in ours]
+    if foreign:
+        listed = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+        return f"top-level section{'s' if len(foreign) > 1 else ''} {listed} {'are' if len(foreign) > 1 else 'is'} not hermes-tui's"
+    return None
+
+
+_TOP_LEVEL_KEY = re.compile(r"""["']?([A-Za-z_][\w.-]*)["']?\s*:(?:\s|$)""")
+
+
+def refuse_foreign_config(path: Path) -> None:
+    """Raise ConfigError, naming ``path``, if a file is there that is not ours to rewrite."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        problem = foreign_config_problem(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (bad byte at offset {exc.start})"
+    if problem:
+        raise _error(
+            path,
+            f"not a hermes-tui config ({problem}); it was left untouched: "
+            f"point --config or {paths.HOME_ENV} at a config.yaml of hermes-tui's own",
+        )
+
+
+def _write_atomically(path: Path, text: str | bytes, *, overwrite: bool) -> bool:
     """Write via a temp file in the same directory, so a crash never leaves half a file.
 
     With ``overwrite=False`` an existing file wins (returns False) even in a race.
@@ -582,8 +631,8 @@ def _write_atomically(path: Path, text: str, *, overwrite: bool) -> bool:
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         if overwrite:
@@ -616,8 +665,13 @@ def write_default_config(path: Path | None = None) -> None:
 
 
 def save_config(config: Config, path: Path | None = None) -> None:
-    """Validate ``config`` and write it to ``path`` atomically (replacing the file)."""
+    """Validate ``config`` and write it to ``path`` atomically (replacing the file).
+
+    A file there that is not ours (:func:`foreign_config_problem`) is refused with a
+    ConfigError and left as it is.
+    """
     path = Path(path) if path is not None else paths.config_path()
+    refuse_foreign_config(path)
     try:
         # Fields may have been assigned after construction; check them all again.
         config = Config.model_validate(config.model_dump(warnings=False))

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from hermes_tui import content_parts
+from hermes_tui.untrusted import InputError, load_json, path_text
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -26,6 +28,7 @@ MARKER_FOOTER = "[End of context summary]"
 
 MICRO = "micro"
 BATCH = "batch"
+MARKER_KINDS = (MICRO, BATCH)
 
 
 class TranscriptError(ValueError):
@@ -59,8 +62,22 @@ class Message:
     # --- what kind of message this is -------------------------------------------------
     @property
     def marker_kind(self) -> str | None:
-        """``"micro"`` or ``"batch"`` for a compaction marker, else None."""
-        return self.meta.get("compaction") if self.role == "assistant" else None
+        """``"micro"`` or ``"batch"`` when this message has the shape of a compaction marker
+        tagged as one, else None.
+
+        Only an assistant message without tool calls can be one: a message with calls has
+        results that answer it and must stay with them. This is the structural rule only;
+        ``compaction.markers.read_marker`` decides whether what the marker says may stand.
+        """
+        if not self.has_marker_shape:
+            return None
+        kind = self.meta.get("compaction") if isinstance(self.meta, dict) else None
+        return kind if kind in MARKER_KINDS else None
+
+    @property
+    def has_marker_shape(self) -> bool:
+        """An assistant message without tool calls: the only kind that may stand as a marker."""
+        return self.role == "assistant" and not self.tool_calls and self.tool_call_id is None
 
     @property
     def is_marker(self) -> bool:
@@ -69,6 +86,23 @@ class Message:
     @property
     def call_ids(self) -> list[str]:
         return [call.get("id", "") for call in self.tool_calls or []]
+
+    # --- new messages from this one ---------------------------------------------------
+    def copy(self) -> "Message":
+        """A fresh message under a new id: every wire field (parts included) and its own
+        ``meta``, with no cached token count and not stored."""
+        return replace(self, meta=dict(self.meta), id=new_message_id(), token_count=None, token_counter=None,
+                       stored=False, parts=None if self.parts is None else list(self.parts))
+
+    def with_text_added(self, text: str) -> "Message":
+        """This message (same id) with ``text`` added at the end, where the wire sees it: a
+        text part when the content is a list of parts. The cached token count is dropped."""
+        if self.parts is not None:
+            parts = [*self.parts, {"type": "text", "text": text}]
+            return replace(self, content=content_parts.text_view(parts), parts=parts, meta=dict(self.meta),
+                           token_count=None, token_counter=None, stored=False)
+        content = f"{self.content}\n\n{text}" if self.content else text
+        return replace(self, content=content, meta=dict(self.meta), token_count=None, token_counter=None, stored=False)
 
     # --- conversion -----------------------------------------------------------------
     def to_openai(self, *, with_meta: bool = False) -> dict[str, Any]:
@@ -96,11 +130,15 @@ class Message:
             if role != "assistant" or not isinstance(tool_calls, list):
                 raise TranscriptError(f"{where}: tool_calls must be a list on an assistant message")
             for n, call in enumerate(tool_calls):
-                if not isinstance(call, dict) or not call.get("id") or not isinstance(call.get("function"), dict):
-                    raise TranscriptError(f"{where}: tool_calls[{n}] needs an id and a function")
+                _check_tool_call(call, f"{where}: tool_calls[{n}]")
         tool_call_id = data.get("tool_call_id")
+        if tool_call_id is not None and not isinstance(tool_call_id, str):
+            raise TranscriptError(f"{where}: tool_call_id must be text, got {_kind(tool_call_id)}")
         if role == "tool" and not tool_call_id:
             raise TranscriptError(f"{where}: a tool message needs a tool_call_id")
+        name = data.get("name")
+        if name is not None and not isinstance(name, str):
+            raise TranscriptError(f"{where}: name must be text, got {_kind(name)}")
         meta = data.get("meta") or {}
         if not isinstance(meta, dict):
             raise TranscriptError(f"{where}: meta must be an object")
@@ -112,11 +150,39 @@ class Message:
             content=content,
             tool_calls=tool_calls,
             tool_call_id=tool_call_id,
-            name=data.get("name"),
+            name=name,
             meta={k: v for k, v in meta.items() if k != "id"},
             parts=parts,
             **kwargs,
         )
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for an error message (never the value: it may be huge)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else type(value).__name__
+
+
+def _check_tool_call(call: Any, where: str) -> None:
+    # Every reader of a call (the store's tool-name index, prompts, the screen) takes
+    # these as text; a number here used to surface later as a crash far from the file.
+    if not isinstance(call, dict) or not call.get("id") or not isinstance(call.get("function"), dict):
+        raise TranscriptError(f"{where} needs an id and a function")
+    if not isinstance(call["id"], str):
+        raise TranscriptError(f"{where}.id must be text, got {_kind(call['id'])}")
+    function = call["function"]
+    if not isinstance(function.get("name"), str) or not function["name"]:
+        raise TranscriptError(f"{where}.function.name must be a tool name (text), got {_kind(function.get('name'))}")
+    arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        raise TranscriptError(f"{where}.function.arguments must be JSON text (a string), got {_kind(arguments)}")
 
 
 def _content_fields(content: Any, where: str) -> tuple[str, list[Any] | None]:
@@ -137,6 +203,19 @@ def _content_fields(content: Any, where: str) -> tuple[str, list[Any] | None]:
 # --- transcripts as files ------------------------------------------------------------
 
 
+def read_transcript(path: Path | str) -> list[Message]:
+    """Read and parse a transcript file: every problem is a TranscriptError naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return parse_transcript(text, source=str(path))
+
+
 def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
     """Parse a JSON array (or JSONL) of OpenAI messages, checking tool pairing.
 
@@ -148,9 +227,9 @@ def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
     raw: list[tuple[str, Any]] = []
     if stripped.startswith("["):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(f"{source}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+            data = load_json(text)
+        except InputError as exc:
+            raise TranscriptError(_unloadable(source, exc, "message")) from None
         if not isinstance(data, list):
             raise TranscriptError(f"{source}: expected a JSON array of messages")
         raw = [(f"{source}: message {n}", item) for n, item in enumerate(data)]
@@ -159,12 +238,23 @@ def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:
             if not line.strip():
                 continue
             try:
-                raw.append((f"{source}: line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.msg})") from None
+                raw.append((f"{source}: line {lineno}", load_json(line, first_line=lineno)))
+            except InputError as exc:
+                raise TranscriptError(_unloadable(source, exc, f"line {lineno}")) from None
     messages = [Message.from_openai(item, where=where) for where, item in raw]
     check_tool_pairing(messages, source=source)
     return messages
+
+
+def _unloadable(source: str, exc: InputError, unit: str) -> str:
+    """One line for JSON that did not load: by line and column, or by message and field."""
+    if exc.line is not None or not exc.path:
+        return f"{source}: {exc}"
+    path = exc.path
+    if unit == "message" and isinstance(path[0], int):  # the array's index is the message number
+        unit, path = f"message {path[0]}", path[1:]
+    field_name = f"{path_text(path)}: " if path else ""
+    return f"{source}: {unit}: {field_name}{exc.kind}: {exc.detail}"
 
 
 def check_tool_pairing(messages: list[Message], *, source: str = "transcript") -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hermes_tui import config as config_module
+from hermes_tui.config_edit import save_changes
 from hermes_tui.config import (
     Config,
     ConfigError,
@@ -91,7 +92,7 @@ def test_missing_file_gives_defaults_and_is_not_created(tmp_path):
 
 
 def test_default_path_comes_from_paths(tmp_path, monkeypatch):
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path))
     (tmp_path / "config.yaml").write_text("compression:\n  threshold: 0.5\n")
     assert load_config().compression.threshold == 0.5
 
@@ -514,6 +515,68 @@ def test_save_replaces_via_a_temp_file_in_the_same_dir(tmp_path, monkeypatch):
     assert seen == [(tmp_path, path)]
     assert (path.stat().st_mode & 0o777) == 0o640  # existing permissions kept
     assert load_config(path) == Config()
+
+
+# Hermes Agent's own config.yaml, in the shape it writes: sections hermes-tui does not have.
+HERMES_AGENT_CONFIG = """\
+model:
+  default: anthropic/claude-opus-4
+  provider: auto
+terminal:
+  backend: local
+  cwd: .
+toolsets:
+  - hermes-cli
+compression:
+  enabled: true
+  threshold: 0.5
+  summary_model: google/gemini-flash
+"""
+
+
+@pytest.mark.parametrize("text, problem", [
+    (HERMES_AGENT_CONFIG, "top-level sections terminal, toolsets are not hermes-tui's"),
+    ("model:\n  provider: auto\ndisplay:\n  skin: dark\n", "top-level section display is not hermes-tui's"),
+    ("- a\n- list\n", "the top level is a list, not sections of keys"),
+    ("terminal:\n  backend: [local\n", "not valid YAML, and its line 'terminal:' is not a hermes-tui section"),
+])
+def test_save_refuses_a_file_that_is_not_ours_and_keeps_it_byte_identical(tmp_path, text, problem):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(text.encode())
+    for save in (lambda: save_config(Config(), path),
+                 lambda: save_changes(path, {"compression.threshold": 0.6}, base=Config())):
+        with pytest.raises(ConfigError) as caught:
+            save()
+        message = str(caught.value)
+        assert message == (f"{path}: not a hermes-tui config ({problem}); it was left untouched: "
+                           "point --config or HERMES_TUI_HOME at a config.yaml of hermes-tui's own")
+        assert path.read_bytes() == text.encode()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # no backup, no temp file
+
+
+def test_a_broken_file_of_ours_is_replaced_and_every_backup_is_kept(tmp_path):
+    """Each replaced version gets a backup of its own: the second save never overwrites the first's."""
+    path = tmp_path / "config.yaml"
+    first = b"# mine\ncompression:\n  threshold: [0.5\n"
+    path.write_bytes(first)
+    result = save_changes(path, {"compression.threshold": 0.5}, base=Config())
+    assert result.backup is not None and result.backup.read_bytes() == first
+    assert load_config(path).compression.threshold == 0.5
+    second = b"compression:\n  threshold: 7\n"  # the user breaks it again, differently
+    path.write_bytes(second)
+    again = save_changes(path, {"compression.threshold": 0.4}, base=Config())
+    assert again.backup is not None and again.backup != result.backup
+    assert result.backup.read_bytes() == first and again.backup.read_bytes() == second
+    assert sorted(p.name for p in tmp_path.glob("config.yaml.*.bak")) == sorted([result.backup.name, again.backup.name])
+    assert load_config(path).compression.threshold == 0.4
+
+
+def test_a_loadable_file_is_edited_in_place_without_a_backup(tmp_path):
+    path = write(tmp_path, "compression:\n  threshold: 0.5   # my note\n")
+    result = save_changes(path, {"compression.threshold": 0.7})
+    assert result.kept_layout and result.backup is None
+    assert path.read_text() == "compression:\n  threshold: 0.7   # my note\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
 
 
 def test_yaml_error_mentions_where_the_broken_construct_started(tmp_path):

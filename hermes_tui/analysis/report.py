@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_tui.untrusted import InputError, decode_json_at
+
 MICRO_MARKER = "micro compaction telemetry:"
 BATCH_MARKER = "context compression attempt telemetry:"
 MICRO_EVENT = "micro_compaction"
@@ -51,7 +53,8 @@ NO_SESSION = "(no session id)"
 
 
 class MalformedTelemetry(ValueError):
-    """A line carrying a telemetry marker whose payload is not a JSON object."""
+    """A line carrying a telemetry marker whose payload is not a JSON object we can read
+    (not JSON, nested too deep, a number too long, a lone surrogate)."""
 
 
 @dataclass
@@ -78,8 +81,8 @@ def parse_line(line: str) -> dict[str, Any] | None:
     while start < len(line) and line[start].isspace():
         start += 1
     try:
-        payload, _ = json.JSONDecoder().raw_decode(line, start)
-    except json.JSONDecodeError as exc:
+        payload, _ = decode_json_at(line, start)
+    except InputError as exc:
         raise MalformedTelemetry(str(exc)) from None
     if not isinstance(payload, dict):
         raise MalformedTelemetry("telemetry payload is not a JSON object")
@@ -114,10 +117,10 @@ def read_logs(paths: Sequence[Path]) -> Scan:
 
 
 def _number(value: Any) -> float | None:
-    """``value`` if it is a real number (not a bool, not NaN), else None."""
+    """``value`` if it is a finite real number (not a bool, NaN or infinity), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
@@ -446,6 +449,10 @@ def format_trajectory(rows: list[dict[str, Any]], indent: str = "  ") -> list[st
     return out
 
 
+def skipped_line(malformed: int) -> str:
+    return f"({malformed:,} malformed telemetry line{'s' if malformed != 1 else ''} skipped)"
+
+
 def format_report(
     overall: dict[str, Any],
     sessions: dict[str, dict[str, Any]] | None,
@@ -455,7 +462,7 @@ def format_report(
 ) -> str:
     lines = [f"Micro-compaction report: {', '.join(sources)}"]
     if malformed:
-        lines.append(f"(skipped {malformed:,} telemetry line{'s' if malformed != 1 else ''} with malformed JSON)")
+        lines.append(skipped_line(malformed))
     lines += ["", f"Overall ({overall['sessions']:,} session{'s' if overall['sessions'] != 1 else ''})"]
     lines += format_figures(overall)
     for session, figures in (sessions or {}).items():
@@ -478,10 +485,16 @@ def format_report(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="micro_compaction_report",
-        description="Summarise micro-compaction and batch-compaction telemetry from hermes-tui logs.",
-    )
+    parser = argparse.ArgumentParser(prog="micro_compaction_report", description=DESCRIPTION)
+    add_arguments(parser)
+    return parser
+
+
+DESCRIPTION = "Summarise micro-compaction and batch-compaction telemetry from hermes-tui logs."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The report's options, on its own parser or on ``hermes-tui report``."""
     parser.add_argument(
         "--per-session",
         action="store_true",
@@ -489,25 +502,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print the same figures as JSON")
     parser.add_argument(
+        "--hermes",
+        action="store_true",
+        help="read Hermes Agent's log instead ($HERMES_HOME/logs/agent.log, default ~/.hermes/logs/agent.log); "
+        "read-only",
+    )
+    parser.add_argument(
         "logfiles",
         nargs="*",
         metavar="LOGFILE",
         type=Path,
-        help="log files to read, in order (default: $HERMES_HOME/logs/agent.log)",
+        help="log files to read, in order (default: hermes-tui's own agent.log, in $HERMES_TUI_HOME/logs "
+        "or the user log dir)",
     )
-    return parser
 
 
-def default_log_path() -> Path:
-    # Imported here: paths.py resolves HERMES_HOME/platformdirs, which only main needs.
-    from hermes_tui.paths import log_path
+def default_log_path(*, hermes_agent: bool = False) -> Path:
+    """hermes-tui's own log, or (``hermes_agent``) Hermes Agent's, which is only ever read."""
+    # Imported here: paths.py resolves the homes and platformdirs, which only main needs.
+    from hermes_tui import paths
 
-    return Path(log_path())
+    return Path(paths.hermes_agent_log_path() if hermes_agent else paths.log_path())
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    paths: list[Path] = args.logfiles or [default_log_path()]
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.hermes and args.logfiles:
+        print("micro_compaction_report: --hermes reads Hermes Agent's log; give LOGFILEs or --hermes, not both",
+              file=sys.stderr)
+        return 2
+    paths: list[Path] = args.logfiles or [default_log_path(hermes_agent=args.hermes)]
     for path in paths:
         if not path.is_file():
             reason = "no such log file" if not path.exists() else "not a file"
@@ -534,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         if b["fired"] or b["failed"]:
             print(f"batch compactions: {b['fired']:,} fired, {b['failed']:,} failed")
         if scan.malformed:
-            print(f"(skipped {scan.malformed:,} telemetry line{'s' if scan.malformed != 1 else ''} with malformed JSON)")
+            print(skipped_line(scan.malformed))
         return 0
     print(format_report(overall, sessions, sources=sources, malformed=scan.malformed))
     return 0

@@ -13,15 +13,16 @@ checked by hand, because:
   like a finished reply. Here a stream that ends before ``data: [DONE]`` and before
   any ``finish_reason`` is an error;
 * keep-alive comments (``mlx_lm.server`` sends ``: keepalive N/M`` during long prompt
-  processing) wake the reader, so cancellation is noticed during prefill too;
+  processing) are skipped, not taken for text;
 * the SDK builds chunk objects leniently from any JSON, so a wrong URL or a proxy's
   page would surface as an ``AttributeError`` rather than a clear message.
 
 Failures (``ChatError.kind``):
 
 * ``REFUSED``: nothing listening, or the connection closed before any reply;
-* ``TIMEOUT``: no data for ``timeout`` seconds, before the reply or mid-stream (the
-  timeout bounds connecting and each wait for data, not the whole reply);
+* ``TIMEOUT``: no data for ``timeout`` seconds, before the reply or mid-stream. It is
+  an idle limit, not a limit on a reply's length: a reply that keeps coming is read to
+  its end, however slowly, and the user stops it with ``cancel``;
 * ``HTTP_4XX`` / ``HTTP_5XX``: an error status, with the server's short message; an
   error object sent inside the stream counts as ``HTTP_5XX``;
 * ``MALFORMED``: a body that is not an event stream, a chunk that is not JSON or not
@@ -29,9 +30,9 @@ Failures (``ChatError.kind``):
   body ended after N characters without ``finish_reason``/``[DONE]``). Cut-off is
   MALFORMED, not REFUSED, for the same reason as in the summarizer: the server did
   answer, the answer is incomplete. The message says how many characters arrived.
-* ``CANCELLED``: ``cancel`` was set. It is checked before each read, i.e. between
-  chunks and keep-alives; a server that sends nothing for a long time delays the
-  check until its next line or the timeout.
+* ``CANCELLED``: ``cancel`` was set. It is seen within ``openai_http.CANCEL_POLL_S``
+  even while the server sends nothing (before the headers or mid-stream), and the
+  connection is closed.
 
 Usage comes from the server's last usage chunk (``prompt_tokens``, ``completion_tokens``,
 ``prompt_tokens_details.cached_tokens``); a server that sends none leaves those fields
@@ -45,7 +46,6 @@ is no config key for the timeout, so messages state it in seconds.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -65,6 +65,8 @@ from ..providers.openai_errors import (
     snippet,
     status_failure,
 )
+from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
+from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,
@@ -100,7 +102,8 @@ _DONE = object()  # the ``data: [DONE]`` sentinel
 class OpenAIChatClient(ChatClient):
     """Chat client for an OpenAI-compatible ``/v1`` endpoint.
 
-    ``timeout`` (seconds) bounds connecting and each wait for data. The SDK's
+    ``timeout`` (seconds) bounds connecting and each wait for data (the longest
+    silence, not the whole reply; ``cancel`` stops a reply at any moment). The SDK's
     automatic retries are off: a retry would double the wait before the user sees
     the failure (and could run a long generation twice). ``temperature`` None leaves
     sampling to the server's default. ``max_tokens`` (``model.max_tokens``) caps a reply
@@ -127,6 +130,7 @@ class OpenAIChatClient(ChatClient):
             api_key=api_key or PLACEHOLDER_API_KEY,
             timeout=self.timeout,
             max_retries=0,
+            http_client=http_client(),
         )
         self._endpoint = Endpoint(
             what="model endpoint",
@@ -169,38 +173,51 @@ class OpenAIChatClient(ChatClient):
         if cancel is not None and cancel.is_set():
             raise self._cancelled(0)
         started = time.perf_counter()
-        response = self._send(params)
+        # The cancel is seen inside every wait for data, so a stop needs no next byte.
+        limits = CallLimits(cancel=cancel)
+        response = self._send(params, limits)
         try:
-            yield from self._read(response, started, cancel)
+            yield from self._read(response, started, limits)
         finally:
             response.close()
 
-    def _send(self, params: dict[str, Any]):
+    def _send(self, params: dict[str, Any], limits: CallLimits):
         """Send the request; return the HTTP response (headers read, body unread)."""
         try:
-            return post_chat_completions(self._client, params, stream=True)
-        except openai.APIStatusError as exc:
-            raise ChatError(*status_failure(self._endpoint, exc)) from exc
-        except openai.APITimeoutError as exc:
-            raise ChatError(
+            with limits.applied():
+                return post_chat_completions(self._client, params, stream=True)
+        except openai.OpenAIError as exc:
+            if limits.stopped == LIMITS_CANCELLED:
+                raise self._cancelled(0) from exc
+            raise self._send_failure(exc) from exc
+
+    def _send_failure(self, exc: openai.OpenAIError) -> ChatError:
+        if isinstance(exc, openai.APIStatusError):
+            return ChatError(*status_failure(self._endpoint, exc))
+        if isinstance(exc, openai.APITimeoutError):
+            return ChatError(
                 TIMEOUT,
                 f"model endpoint {self.base_url} did not answer within {self.timeout:g} s: "
                 "is the server overloaded or stuck? (check its log)",
-            ) from exc
-        except openai.APIConnectionError as exc:
-            raise ChatError(*connection_failure(self._endpoint, exc)) from exc
-        except openai.OpenAIError as exc:  # anything else the SDK raises
-            raise ChatError(
-                MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}"
-            ) from exc
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return ChatError(*connection_failure(self._endpoint, exc))
+        # anything else the SDK raises
+        return ChatError(MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}")
 
-    def _read(
-        self, http: Any, started: float, cancel: threading.Event | None
-    ) -> Iterator[ChatDelta | ChatDone]:
-        """Read the event stream of ``http`` (an httpx response whose body is unread)."""
+    def _read(self, http: Any, started: float, limits: CallLimits) -> Iterator[ChatDelta | ChatDone]:
+        """Read the event stream of ``http`` (an httpx response whose body is unread).
+
+        ``limits`` apply around each read, never across a ``yield``: the consumer runs
+        its own code between deltas."""
+        cancel = limits.cancel
         content_type = http.headers.get("content-type", "")
         if "json" in content_type.lower() or "html" in content_type.lower():
-            raise self._not_a_stream(content_type, _sample(http))
+            with limits.applied():
+                sample = _sample(http)
+            if limits.stopped == LIMITS_CANCELLED:
+                raise self._cancelled(0)
+            raise self._not_a_stream(content_type, sample)
 
         lines = http.iter_lines()
         parts: list[str] = []
@@ -212,12 +229,14 @@ class OpenAIChatClient(ChatClient):
         events = 0
         done = False
         stray: str | None = None  # the first line that is not SSE, to describe the body
+        held = ""  # a chunk's last character, when it is half a surrogate pair the next chunk may end
 
         while not done:
             if cancel is not None and cancel.is_set():
                 raise self._cancelled(chars)
             try:
-                line: str | None = next(lines)
+                with limits.applied():
+                    line: str | None = next(lines)
             except StopIteration:
                 line = None
             except Exception as exc:  # whatever the HTTP layer raises while reading
@@ -248,12 +267,15 @@ class OpenAIChatClient(ChatClient):
                         usage = chunk.usage
                     if chunk.finish_reason is not None:
                         finish_reason = chunk.finish_reason
-                    if chunk.text:
+                    text = held + chunk.text
+                    held = text[-1] if text and is_high_surrogate(text[-1]) else ""
+                    text = model_text([text[:len(text) - len(held)]])
+                    if text:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
-                        parts.append(chunk.text)
-                        chars += len(chunk.text)
-                        yield ChatDelta(chunk.text)
+                        parts.append(text)
+                        chars += len(text)
+                        yield ChatDelta(text)
             if line is None:
                 break
 
@@ -261,6 +283,10 @@ class OpenAIChatClient(ChatClient):
             if events == 0 and stray is not None:
                 raise self._not_a_stream(content_type, stray)
             raise self._cut_off(chars, "ended the stream")
+
+        if held:  # its pair never came
+            parts.append(model_text([held]))
+            yield ChatDelta(parts[-1])
 
         usage = usage or {}
         details = usage.get("prompt_tokens_details")
@@ -283,9 +309,11 @@ class OpenAIChatClient(ChatClient):
         if data.strip() == "[DONE]":
             return _DONE
         try:
-            body = json.loads(data)
-        except ValueError:
-            raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            body = load_json(data, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            raise self._malformed(f"a stream chunk that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a stream chunk that is a JSON {type(body).__name__}")
         if body.get("error"):
@@ -396,8 +424,8 @@ def _sample(http: Any) -> str:
         pass
     text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
     try:  # an error object: show its message rather than the start of the JSON
-        body = json.loads(text)
-    except ValueError:
+        body = load_json(text)
+    except InputError:
         return text
     if isinstance(body, dict) and body.get("error"):
         return error_text(body["error"]) or text

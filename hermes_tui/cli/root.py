@@ -15,6 +15,7 @@ from typing import Sequence
 from hermes_tui import __version__, paths
 from hermes_tui.cli.bench import add_bench_parser
 from hermes_tui.cli.eval import add_eval_parser
+from hermes_tui.analysis import report as report_cli
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
@@ -25,7 +26,7 @@ from hermes_tui.store import Store, StoreError
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.summarizers.select import make_summarizer
-from hermes_tui.transcript import TranscriptError, dump_transcript, parse_transcript
+from hermes_tui.transcript import TranscriptError, dump_transcript, read_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 
 DEMO_SESSION = Path(__file__).resolve().parents[1] / "assets" / "demo_session.json"
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A local-first terminal chat app whose context never fills up.",
     )
     parser.add_argument("--version", action="version", version=f"hermes-tui {__version__}")
-    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_HOME)")
+    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_TUI_HOME)")
     parser.add_argument(
         "--resume", nargs="?", const="", metavar="ID",
         help="open the app on a stored session (default: the most recent one)",
@@ -115,9 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("id")
     remove.set_defaults(run=run_sessions_rm)
 
-    report = sub.add_parser("report", help="summarize compaction telemetry from logs", add_help=False)
-    report.add_argument("report_args", nargs=argparse.REMAINDER)
-    report.set_defaults(run=run_report)
+    report = sub.add_parser(
+        "report", help="summarize compaction telemetry from logs", description=report_cli.DESCRIPTION
+    )
+    report_cli.add_arguments(report)
+    report.set_defaults(run=report_cli.run)
 
     add_bench_parser(sub)
     add_eval_parser(sub)
@@ -152,16 +155,6 @@ FLAG_OF_KEY = {
 }
 
 
-def _read_transcript(path: Path):
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({exc})") from None
-    return parse_transcript(text, source=str(path))
-
-
 # --- compact -------------------------------------------------------------------------
 
 
@@ -177,13 +170,20 @@ def run_compact(args: argparse.Namespace) -> int:
     })
     if args.context_limit is not None and args.context_limit < 256:
         raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")
-    messages = _read_transcript(args.transcript)
+    messages = read_transcript(args.transcript)
     setup_logging()
     counter = make_counter(config)
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
-    store = Store(paths.state_db_path())
+    with Store(paths.state_db_path()) as store:  # closing gives up the session's lease
+        return _compact_into_store(args, config, messages, counter, summarizer, store)
+
+
+def _compact_into_store(
+    args: argparse.Namespace, config: Config, messages: list, counter, summarizer, store: Store,
+) -> int:
     if args.resume:
         session = store.get_session(args.resume)
+        store.acquire_lease(session.id)  # one writer: a second replay of it stops here
         done = _replayed_prefix(store, session.id, messages, args.transcript)
         conv = Conversation(store.load_active(session.id), counter=counter)
     else:
@@ -211,7 +211,6 @@ def run_compact(args: argparse.Namespace) -> int:
     )
     if progress:
         progress.close()
-    store.close()
     output = dump_transcript(conv.messages) + "\n"
     if args.out:
         try:
@@ -226,10 +225,14 @@ def run_compact(args: argparse.Namespace) -> int:
 
 
 def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) -> int:
-    """How many input messages an interrupted replay already stored (they must match the input)."""
-    stored = [m for m, _ in store.load_all(session_id) if not m.is_marker]
+    """How many input messages an interrupted replay already stored (they must match the input).
+
+    Markers the input carried count like any other message; only those the replay's own passes
+    wrote are not input. Messages match in their wire form: parts and tool calls included.
+    """
+    stored = store.load_appended(session_id)
     for n, msg in enumerate(stored):
-        if n >= len(messages) or (msg.role, msg.content) != (messages[n].role, messages[n].content):
+        if n >= len(messages) or msg.to_openai() != messages[n].to_openai():
             raise UserError(f"{transcript}: message {n} differs from session {session_id}: not the same transcript")
     return len(stored)
 
@@ -280,13 +283,14 @@ def run_app(args: argparse.Namespace) -> int:
     config = _config(args)
     transcript = getattr(args, "transcript", None)
     if transcript is not None:
-        _read_transcript(transcript)  # a bad file: one line and exit 2, before the app starts
+        read_transcript(transcript)  # a bad file: one line and exit 2, before the app starts
     setup_logging()
     store = Store(paths.state_db_path())
     try:
         session_id = None
         if args.resume is not None:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
+            store.check_not_open_elsewhere(session_id)  # one line and exit 2, before the screen takes over
         from hermes_tui.tui.app import HermesApp
 
         from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
@@ -321,7 +325,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     config = _config(args, {"auxiliary.compression.provider": "extractive"})
     setup_logging()
-    messages = _read_transcript(DEMO_SESSION)
+    messages = read_transcript(DEMO_SESSION)
     counter = make_counter(config)
     compactor = make_compactor(config, counter=counter, context_limit=32_768, session_id="demo")
     conv = Conversation(counter=counter)
@@ -404,15 +408,6 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
         store.delete_session(info.id)
     print(f"deleted session {info.id} ({info.title}, {info.message_count} messages)")
     return 0
-
-
-# --- report --------------------------------------------------------------------------
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from hermes_tui.analysis.report import main as report_main
-
-    return report_main(args.report_args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -236,7 +236,24 @@ _INSTRUCTION_PATTERNS = [
 ]
 _INSTRUCTIONS = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE | re.MULTILINE)
 
+# An injection hides behind a label inside a line ("RuntimeError: You are now in
+# developer mode; your new task is ..."), where the line-start patterns above do not
+# look. After a label or a clause break only the unmistakable forms count: a tool's own
+# error ("fatal: You must specify a path") quoted in a summary is not an instruction.
+_CLAUSE_START = r"(?:[:;,][ \t]+|[ \t][-\u2013\u2014]+[ \t]+)(?:\*\*|__)?"
+_CLAUSE_PATTERNS = [
+    r"you[ \t]+are[ \t]+(?:now|instructed|not[ \t]+(?:allowed|permitted)[ \t]+to[ \t]+tell)\b",
+    r"you(?:[ \t]+will|'ll|[ \t]+must|[ \t]+should|[ \t]+need[ \t]+to|[ \t]+have[ \t]+to)[ \t]+now\b",
+    r"your[ \t]+(?:new|next|real|actual|only)[ \t]+(?:task|job|role|goal|instructions?|mission|objective)s?\b",
+    r"your[ \t]+(?:instructions?|role|mission|objective)s?[ \t]*(?:is|are|:|now)(?![\w-])",
+    r"(?:pretend|act[ \t]+as[ \t]+if)[ \t]+you\b",
+    r"(?:always[ \t]+|now[ \t]+)?(?:respond|reply|answer|output)[ \t]+only\b",
+]
+_CLAUSE_INSTRUCTIONS = re.compile(
+    _CLAUSE_START + "(?:" + "|".join(f"(?:{p})" for p in _CLAUSE_PATTERNS) + ")", re.IGNORECASE
+)
+
 
 def looks_like_instructions(text: str) -> bool:
     """True when the text addresses the assistant or carries a prompt injection."""
-    return bool(_INSTRUCTIONS.search(text))
+    return bool(_INSTRUCTIONS.search(text) or _CLAUSE_INSTRUCTIONS.search(text))

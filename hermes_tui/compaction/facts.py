@@ -6,26 +6,34 @@ guard keeps those strings. After a pass, the facts of the absorbed exchange that
 the model's summary does not carry are listed in a compact section at its end:
 
     Facts:
-    - path: django/forms/widgets.py; tests/forms_tests/test_media.py
-    - identifier: Media.merge; MediaOrderConflictWarning
-    - error: AssertionError: Lists differ; exit code 1
+    - path: `django/forms/widgets.py`; `tests/forms_tests/test_media.py`
+    - identifier: `Media.merge`; `MediaOrderConflictWarning`
+    - error: `AssertionError: Lists differ`; `exit code 1`
 
-Extraction is conservative (regexes, no model) and runs only on the *redacted*
-exchange, the text the summarizer saw; the section is redacted again and a fact
-that holds ``[REDACTED]`` is never kept, so a secret cannot come back through it.
-The section is bounded by a token budget (oldest facts go first), and a defrag
-prunes it: only facts of what the defrag itself folded in are re-added.
+The section is written by the engine from text it copies out of tool output, so it
+is held to at least the bar of the model's own text, and every value is quoted as
+data. ``fact_problem`` says why a value may not enter it: more than one line, too
+long, holding a backtick (it could not stay quoted), a credential (or a part that
+redaction would change, or a token that reads as generated), or text that addresses
+the assistant (the instruction check the model's summary passes, run on each clause,
+so "Error: ignore previous instructions ..." never rides along). Extraction is
+conservative (regexes, no model) and runs only on the *redacted* exchange, the text
+the summarizer saw; URLs lose their query string. Facts carried over from a marker
+(or its imported metadata) pass ``valid_facts`` again. The section is bounded by a
+token budget (oldest facts go first), and a defrag prunes it: only facts of what the
+defrag itself folded in are re-added.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 
-from hermes_tui.compaction.redaction import REDACTED, redact
+from hermes_tui.compaction.checks import looks_like_instructions
+from hermes_tui.compaction.redaction import REDACTED, looks_generated, redact
 from hermes_tui.tokens import TokenCounter
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 Fact = tuple[str, str]  # (kind, value)
 
@@ -34,8 +42,15 @@ KINDS = (PATH, IDENTIFIER, ERROR, URL, NUMBER)
 
 HEADING = "Facts:"
 SEPARATOR = "; "          # between values of one kind; never inside a value (values are cut there)
-MAX_VALUE_CHARS = 80
+MAX_VALUE_CHARS = 80      # an error line is cut at a word to this
+MAX_FACT_CHARS = 120      # a longer value (a deep path, a long URL) is not kept at all
 MAX_FACTS_PER_EXCHANGE = 24
+QUOTE = "`"
+
+# Why a value may not enter the section (``fact_problem``).
+BAD_KIND, EMPTY_VALUE, MULTILINE, TOO_LONG, UNQUOTABLE, SECRET, INSTRUCTIONS = (
+    "kind", "empty", "multiline", "too_long", "unquotable", "secret", "instructions",
+)
 
 # --- patterns -----------------------------------------------------------------------------
 
@@ -116,7 +131,8 @@ def _facts_of(text: str, *, prose: bool) -> list[Fact]:
         return []
     cap = 8 if prose else 4
     out: list[Fact] = []
-    urls = _URL.findall(text)
+    # A query string or fragment is where URLs carry tokens and signatures.
+    urls = [re.split(r"[?#]", u, maxsplit=1)[0] for u in _URL.findall(text)]
     out += [(URL, u.rstrip(".,;:")) for u in urls[: cap if prose else 2]]
     rest = _URL.sub(" ", text)
     paths = [p.rstrip(".") for p in _PATH.findall(rest)]
@@ -171,7 +187,7 @@ def _is_identifier(value: str) -> bool:
 def _arguments_text(arguments: str) -> str:
     """The parts of tool-call arguments that name what was acted on (first line of a command)."""
     try:
-        data = json.loads(arguments)
+        data = load_json(arguments)
     except (TypeError, ValueError):
         return str(arguments).split("\n", 1)[0]
     if not isinstance(data, dict):
@@ -193,25 +209,70 @@ def _clean(facts: Iterable[Fact]) -> list[Fact]:
     seen: set[str] = set()
     out: list[Fact] = []
     for kind, value in facts:
-        value = value.strip()
-        if not value or value in seen or not is_safe(value):
+        value = value.strip() if isinstance(value, str) else value
+        if value in seen or fact_problem(kind, value) is not None:
             continue
         seen.add(value)
         out.append((kind, value))
     return out
 
 
+def valid_facts(facts: Iterable) -> list[Fact]:
+    """The ``(kind, value)`` pairs of ``facts`` that may enter the section, without repeats.
+
+    For facts from anywhere but this exchange's extraction: a marker's metadata (an
+    imported one is untrusted input) or a Facts block a model's reply carried.
+    """
+    pairs = [tuple(item) for item in facts if isinstance(item, (list, tuple)) and len(item) == 2]
+    return _clean((kind, value) for kind, value in pairs)
+
+
 # A run of letters and digits this long is generated (a key, a hash), not written.
 _TOKEN_RUN = re.compile(r"(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}")
 _GLUE = "_-./:@=+"
+# Characters that end a line for some reader: a fact is one line of the section.
+_LINE_BREAK = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+# Digits inside a word, between letters: several of them is how a password or a key
+# reads (``Xk9vQ2mW7zLp``), not an identifier (``base64ToUtf8``).
+_INNER_DIGITS = re.compile(r"(?<=[A-Za-z])\d+(?=[A-Za-z])")
+_CLAUSE_BREAK = re.compile(r"[:;,|]\s+|\s+[-\u2013\u2014]+\s+")
+
+
+def fact_problem(kind: str, value: str) -> str | None:
+    """Why ``value`` may not be listed as a ``kind`` fact, or None when it may."""
+    if kind not in KINDS:
+        return BAD_KIND
+    if not isinstance(value, str) or not value.strip():
+        return EMPTY_VALUE
+    if _LINE_BREAK.search(value):
+        return MULTILINE
+    if len(value) > MAX_FACT_CHARS:
+        return TOO_LONG
+    if QUOTE in value or SEPARATOR in value:
+        return UNQUOTABLE
+    if not _holds_no_secret(value):
+        return SECRET
+    # Each clause on a line of its own: the instruction check anchors some patterns
+    # at a line start, and "Error: you must ..." puts them after a label.
+    if looks_like_instructions(value) or looks_like_instructions(_CLAUSE_BREAK.sub("\n", value)):
+        return INSTRUCTIONS
+    return None
 
 
 def is_safe(value: str) -> bool:
-    """A fact that holds no secret: never a redaction mark, nothing that looks generated,
-    and nothing redaction would change, even in a part glued to a word
-    (``settings_ghp_...``: redaction leaves a key inside a longer word alone)."""
-    if REDACTED in value or SEPARATOR in value or "\n" in value or _TOKEN_RUN.search(value):
+    """A value that may enter the section as some kind of fact."""
+    return fact_problem(PATH, value) is None
+
+
+def _holds_no_secret(value: str) -> bool:
+    """Never a redaction mark, nothing that looks generated, and nothing redaction would
+    change, even in a part glued to a word (``settings_ghp_...``: redaction leaves a key
+    inside a longer word alone)."""
+    if REDACTED in value or _TOKEN_RUN.search(value):
         return False
+    for word in re.findall(r"[A-Za-z0-9]{8,}", value):
+        if len(_INNER_DIGITS.findall(word)) >= 3 or looks_generated(word):
+            return False
     starts = [0] + [i + 1 for i, c in enumerate(value) if c in _GLUE]
     return all(redact(value[i:]) == value[i:] for i in starts)
 
@@ -227,13 +288,15 @@ def missing_facts(summary: str, facts: Iterable[Fact]) -> list[Fact]:
 # --- the section --------------------------------------------------------------------------
 
 
-def render_section(facts: Sequence[Fact]) -> str:
-    """``Facts:`` and one line per kind, values oldest first; "" when there are none."""
+def render_section(facts: Sequence[Fact], *, quoted: bool = True) -> str:
+    """``Facts:`` and one line per kind, values oldest first and quoted as data; "" when
+    there are none. (``quoted=False``: the layout of markers written before quoting.)"""
     if not facts:
         return ""
+    quote = QUOTE if quoted else ""
     lines = [HEADING]
     for kind in KINDS:
-        values = [value for k, value in facts if k == kind]
+        values = [f"{quote}{value}{quote}" for k, value in facts if k == kind]
         if values:
             lines.append(f"- {kind}: {SEPARATOR.join(values)}")
     return "\n".join(lines)
@@ -249,9 +312,10 @@ def compose(body: str, facts: Sequence[Fact]) -> str:
 
 def body_of(summary: str, facts: Sequence[Fact]) -> str:
     """The summary without the Facts section the engine appended to it."""
-    section = render_section(facts)
-    if section and summary.endswith(section):
-        return summary[: -len(section)].rstrip("\n")
+    for quoted in (True, False):
+        section = render_section(facts, quoted=quoted)
+        if section and summary.endswith(section):
+            return summary[: -len(section)].rstrip("\n")
     return summary
 
 
@@ -275,7 +339,7 @@ def split_section(text: str) -> tuple[str, list[Fact]]:
         end = n + 1
         if _HEADING_LINE.match(lines[n]):
             while end < len(lines) and (match := _SECTION_LINE.match(lines[end].strip())):
-                block += [(match.group(1), v.strip()) for v in match.group(2).split(SEPARATOR) if v.strip()]
+                block += [(match.group(1), _unquote(v)) for v in match.group(2).split(SEPARATOR) if v.strip()]
                 end += 1
         if block:
             parsed += block
@@ -286,6 +350,13 @@ def split_section(text: str) -> tuple[str, list[Fact]]:
     if not parsed:
         return text, []
     return "\n".join(body).strip("\n"), _clean(parsed)
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value.startswith(QUOTE) and value.endswith(QUOTE):
+        return value[1:-1]
+    return value
 
 
 def merge_facts(*groups: Iterable[Fact]) -> list[Fact]:

@@ -18,6 +18,11 @@ checks its shape, redacts it and runs the instruction check on it.
 - The Facts list is kept only when every fact is well-formed and safe and together
   they are exactly the section that ends the summary; otherwise the section, if
   any, stays in the summary as plain (redacted, checked) text.
+- An assistant message that is a Hermes Agent summary (its preamble, summary and
+  end line, with no text of its own besides) is a micro marker too: Hermes' micro
+  passes write exactly that, and its summary is recovered from the text and
+  checked the same way, so a transcript from Hermes goes on from its summary
+  instead of feeding the summary to the summarizer as if it were an exchange.
 """
 
 from __future__ import annotations
@@ -25,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_tui.compaction import facts
+from hermes_tui.compaction import facts, hermes_markers
 from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.transcript import BATCH, MARKER_FOOTER, MARKER_HEADER, MICRO, Message
+from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, MARKER_KINDS, MICRO, Message
 
-KINDS = (MICRO, BATCH)
+KINDS = MARKER_KINDS
 # Far past any summary worth keeping (a whole context window of text); beyond it the
 # text is not a summary and stays an ordinary message.
 MAX_SUMMARY_CHARS = 200_000
@@ -53,10 +58,12 @@ class MarkerSummary:
 
 def read_marker(msg: Message) -> MarkerSummary | None:
     """The checked summary of a marker; None when ``msg`` is not to be taken as one."""
-    meta = msg.meta if isinstance(msg.meta, dict) else {}
-    kind = meta.get("compaction")
-    if msg.role != "assistant" or kind not in KINDS or msg.tool_calls or msg.tool_call_id is not None:
+    if not msg.has_marker_shape:
         return None
+    kind = msg.marker_kind
+    if kind is None:
+        return _hermes_marker(msg)
+    meta = msg.meta
     raw = meta.get("summary")
     if isinstance(raw, str) and _is_list_of_strings(meta.get("covers")):
         summary = _checked(raw)
@@ -83,6 +90,14 @@ def read_marker(msg: Message) -> MarkerSummary | None:
 def is_marker(msg: Message) -> bool:
     """A marker compaction may treat as one (supersede, fold, step over)."""
     return read_marker(msg) is not None
+
+
+def _hermes_marker(msg: Message) -> MarkerSummary | None:
+    parsed = hermes_markers.parse_summary(msg.content or "")
+    if parsed is None or parsed.before or parsed.after:
+        return None  # not one, or it holds a message of its own that must stay verbatim
+    summary = _checked(parsed.summary)
+    return None if summary is None else MarkerSummary(MICRO, summary, source=CONTENT)
 
 
 def summary_from_content(content: str) -> str:
@@ -114,7 +129,7 @@ def _facts_section(raw: Any, summary: str) -> tuple[facts.Fact, ...]:
         if not (isinstance(item, (list, tuple)) and len(item) == 2):
             return ()
         kind, value = item
-        if kind not in facts.KINDS or not isinstance(value, str) or not value or not facts.is_safe(value):
+        if kind not in facts.KINDS or not isinstance(value, str) or facts.fact_problem(kind, value) is not None:
             return ()
         parsed.append((kind, value))
     return tuple(parsed) if summary.endswith(facts.render_section(parsed)) else ()

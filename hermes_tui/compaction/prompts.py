@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 # A single tool output can be tens of KB; the summarizer needs its gist, not all of it.
 # The original stays archived in the store, so eliding the middle here loses nothing.
@@ -117,7 +118,7 @@ def batch_prompt(summary: str, messages: list[Message], focus: str | None = None
 def _compact_args(arguments: str) -> str:
     """Tool arguments as compact JSON when they parse, else as given."""
     try:
-        return json.dumps(json.loads(arguments), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(load_json(arguments), ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return str(arguments)
 

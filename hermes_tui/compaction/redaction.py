@@ -5,17 +5,39 @@ summarizer's output is passed through it again: a small model told to drop secre
 will still copy one now and then, and a secret in the rolling summary would ride
 along in every later request.
 
-Rules run in a fixed order, each one a compiled regex. Two kinds:
+Rules run in a fixed order, each one a compiled regex. They find a credential by
+what gives it away, not by a list of examples:
 
-* **Shapes** that are secrets wherever they appear: provider keys with a known
-  prefix (``sk-``, ``ghp_``, ``AKIA`` ...), JWTs, PEM private keys, ``user:pass@``
-  in URLs, Slack webhooks, ``Bearer``/``Basic`` credentials.
-* **Assignments** whose key names a secret (``password``, ``token``, ``api_key``
-  ...) in shell, env files, YAML, JSON, URL query strings and CLI flags. Only the
-  value is replaced. A value that reads as code rather than a literal (a call, an
-  attribute access, a subscript, a keyword, a variable named after the key, or a
-  bare word in ``key = word``) is left alone, so that ``password = getpass()`` or
-  ``token = self._next()`` survive.
+* **Key names.** An assignment whose key names a secret (``password``, ``token``,
+  ``api_key``, ``AccountKey``, ``credentials``, ``private_key_id`` ...) in shell, env
+  files, YAML, JSON, connection strings, URL query strings (also ``sig=`` of a SAS
+  URL) and CLI flags. Only the value is replaced. A value that reads as code rather
+  than a literal (a call, an attribute access, a subscript, a keyword, a variable
+  named after the key, or a bare word in ``key = word``) is left alone, so that
+  ``password = getpass()`` or ``token = self._next()`` survive.
+* **URL userinfo.** ``scheme://user:password@host``; the password runs to the last
+  ``@`` before the host, so one holding ``@`` or ``#`` goes whole.
+* **Command-line passwords.** ``--password X``, ``-u user:pass``, and the tools whose
+  short flag takes one: ``mysql -pX``, ``sshpass -p X``, ``docker login -p X``; also
+  ``.netrc`` lines and "the password is X" in prose (a value that reads as a word,
+  "the token is expired", stays).
+* **Known prefixes.** Provider keys that announce themselves (``sk-``, ``ghp_``,
+  ``AKIA``, ``xoxb-``, ``dop_v1_``, ``SK`` + 32 hex ...), JWTs, PEM private keys,
+  Slack and Discord webhooks, ``Bearer``/``Basic`` credentials. The shapes follow the
+  default rule set of gitleaks (MIT licence, github.com/gitleaks/gitleaks,
+  ``config/gitleaks.toml``), adapted to Python's ``re``; its keyword-near-value rules
+  are covered by the key-name rules above.
+* **Entropy.** A long run of token characters with no label at all (an AWS secret
+  in a credentials CSV, a session token in a log) is redacted when it reads as
+  generated: letters of both cases or digits scattered through it, not the words of
+  an identifier, a path or English.
+
+What is deliberately kept (false positives cost the summary its exact strings):
+hexadecimal strings and UUIDs with no secret-naming key (git SHAs, hashes, request
+ids), digests labelled with their algorithm (``sha512-...`` in lockfiles,
+``sha256:...``), identifiers, paths, version strings and prose. A 32-hex Datadog key
+or a UUID Heroku key is therefore caught only where a key names it
+(``DD_API_KEY=...``), which is how such keys appear in practice.
 
 Replacement text never matches a rule again, so ``redact`` is idempotent. Nothing
 that could hold a backslash or a quote is ever swallowed, so redacting a JSON
@@ -24,7 +46,11 @@ string (a tool call's ``arguments``) keeps it valid JSON.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -44,20 +70,21 @@ _PEM = re.compile(
     re.DOTALL,
 )
 # A private key cut off before its END line (truncated tool output): the BEGIN line
-# and the base64 lines that follow it.
+# and the whole base64 lines that follow it (not the start of the next line).
 _PEM_OPEN = re.compile(
     r"(?P<begin>-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----)"
-    r"(?P<body>(?:(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]*|[A-Za-z\-]+: [^\n\\]*))+)"
+    r"(?P<body>(?:(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]*|[A-Za-z\-]+: [^\n\\]*)(?=\r?\n|\\n|\Z))+)"
     r"(?!.*-----END)",
     re.DOTALL,
 )
 _PEM_LEAD = re.compile(r"(?:\s|\\[nr])*")
 _PEM_TRAIL = re.compile(r"(?:\s|\\[nr])*\Z")
 
-# scheme://user:password@host  ->  scheme://[REDACTED]@host
+# scheme://user:password@host  ->  scheme://[REDACTED]@host. The password is greedy up
+# to the last "@" before the host, so one holding an unescaped "@" or "#" goes whole.
 _URL_USERINFO = re.compile(
     r"(?P<scheme>://)(?<=[A-Za-z0-9]://)"
-    r"(?P<user>[^\s/@:\"'\\<>\[\]]*):(?P<password>[^\s/@\"'\\<>?#]+)@"
+    r"(?P<user>[^\s/@:\"'\\<>\[\]]*):(?P<password>[^\s/\"'\\<>?]+)@(?=[A-Za-z0-9\[])"
 )
 
 _SLACK_WEBHOOK = re.compile(
@@ -76,11 +103,12 @@ _PREFIXED = re.compile(
     r"|hf_[A-Za-z0-9]{30,}"                                        # Hugging Face
     r"|gh[pousr]_[A-Za-z0-9]{30,}"                                 # GitHub
     r"|github_pat_[A-Za-z0-9_]{22,}"
-    r"|glpat-[A-Za-z0-9_\-]{20,}"                                  # GitLab
-    r"|(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"         # AWS access key id
+    r"|gl(?:pat|dt|rt|ptt|ft|imt|agent|oas|soat|cbt|ffct)-[A-Za-z0-9_\-]{20,}"  # GitLab
+    r"|GR1348941[A-Za-z0-9_\-]{20,}"
+    r"|(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"  # AWS access key id
     r"|xox[abprse]-[A-Za-z0-9\-]{10,}"                             # Slack
     r"|xapp-[A-Za-z0-9\-]{10,}"
-    r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"                   # Stripe
+    r"|(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,}"              # Stripe
     r"|pk_live_[A-Za-z0-9]{16,}"
     r"|whsec_[A-Za-z0-9]{20,}"
     r"|AIza[0-9A-Za-z_\-]{35,}"                                    # Google API key
@@ -89,6 +117,28 @@ _PREFIXED = re.compile(
     r"|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{20,}"               # SendGrid
     r"|gsk_[A-Za-z0-9]{40,}"                                       # Groq
     r"|AGE-SECRET-KEY-1[A-Z0-9]{50,}"                              # age
+    r"|do[opr]_v1_[a-f0-9]{64}"                                    # DigitalOcean
+    r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"                         # Shopify
+    r"|HRKU-AA[A-Za-z0-9_\-]{40,}"                                 # Heroku
+    r"|SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"                           # Twilio API key
+    r"|key-[0-9a-f]{32}(?![A-Za-z0-9])"                            # Mailgun
+    r"|\d{6,12}:AA[A-Za-z0-9_\-]{30,34}(?![A-Za-z0-9_\-])"          # Telegram bot
+    r"|[MNO](?=[A-Za-z0-9_\-]{0,26}\d)[A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}(?![A-Za-z0-9_\-])"  # Discord bot
+    r"|[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])"  # Azure AD client secret
+    r"|dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])"                    # Databricks
+    r"|dp\.pt\.[A-Za-z0-9]{40,}"                                    # Doppler
+    r"|lin_api_[A-Za-z0-9]{40}"                                    # Linear
+    r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"                             # Postman
+    r"|pplx-[A-Za-z0-9]{48}"                                       # Perplexity
+    r"|hv[sb]\.[A-Za-z0-9_\-]{24,}"                                 # Vault
+    r"|glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"  # Grafana
+    r"|sntry[us]_[A-Za-z0-9+/=_]{40,}"                             # Sentry
+    r"|ntn_[0-9]{11}[A-Za-z0-9]{35}"                               # Notion
+    r"|pul-[a-f0-9]{40}|rubygems_[a-f0-9]{48}"                     # Pulumi, RubyGems
+    r"|ATATT3[A-Za-z0-9_\-=]{100,}"                                # Atlassian
+    r"|sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"                         # Square
+    r"|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"                       # Sendinblue
+    r"|ops_eyJ[A-Za-z0-9+/]{100,}={0,3}"                           # 1Password
     r")"
 )
 
@@ -110,9 +160,13 @@ _AUTH_HEADER = re.compile(
 # (pass, pwd, auth) only count as the whole key or after a separator ("DB_PASS").
 _SECRET_WORD = (
     r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key"
-    r"|private[_\-]?key|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key"
-    r"|encryption[_\-]?key|(?<![A-Za-z0-9])(?:pass|pwd|auth))"
+    r"|private[_\-]?key(?:[_\-]?id)?|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key"
+    r"|encryption[_\-]?key|account[_\-]?key|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key"
+    r"|credentials?|(?<![A-Za-z0-9])(?:pass|pwd|auth|creds))"
 )
+# Query parameters that carry a credential without naming one: a SAS URL's signature,
+# a pre-signed S3 or GCS URL's signature and session token.
+_QUERY_WORD = r"(?:sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature|x-goog-credential)"
 _KEY = r"(?P<key>(?i:" + _SECRET_WORD + r"))(?![A-Za-z0-9_])"
 # Quote around a key, possibly escaped (text that is itself inside a JSON string).
 _KQ = r"(?:\\?[\"'])?"
@@ -130,7 +184,8 @@ _ASSIGNMENT = re.compile(_KEY + _KQ + _SEP + r"(?:" + _QUOTED + r"|" + _UNQUOTED
 # the next parameter, so this runs before the general assignment rule (whose
 # values may hold a `&`).
 _QUERY = re.compile(
-    r"(?P<prefix>[?&][A-Za-z0-9_.\-]{0,40}?" + _KEY + r"=)(?P<value>[^&#\s\"'`<>\\\[\](){}]+)"
+    r"(?P<prefix>[?&][A-Za-z0-9_.\-]{0,40}?(?P<key>(?i:" + _SECRET_WORD + r"|" + _QUERY_WORD + r"))(?![A-Za-z0-9_])=)"
+    r"(?P<value>[^&#\s\"'`<>\\\[\](){}]+)"
 )
 
 # An env-file or shell line `KEY=value`: the value runs to the next whitespace, so
@@ -148,13 +203,39 @@ _CLI_USER = re.compile(
     r"(?P<prefix>(?<![\w\-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'$]+:)(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)"
 )
 # .netrc: `machine host login me password hunter2`.
-_NETRC = re.compile(r"(?P<prefix>\blogin[ \t]+\S+[ \t]+password[ \t]+)(?P<value>[^\s\"'`\\$<]\S*)")
+# The entry names its machine (or is the default one), so prose like "login the
+# password reset" is not one.
+_NETRC = re.compile(
+    r"(?P<prefix>(?:\bmachine[ \t]+\S+|^[ \t]*default)[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)"
+    r"(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)",
+    re.MULTILINE,
+)
+# Tools whose short flag takes the password itself: `mysql -pPASS` (attached: `-p PASS`
+# asks for one and PASS is the database), `sshpass -p PASS`, `docker login -p PASS`,
+# `redis-cli -a PASS`. Only within the same command (no pipe, `;` or `&` between).
+_TOOL_PASSWORD = re.compile(
+    r"(?P<prefix>(?:"
+    r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb(?:-dump|-admin)?)\b[^\n|;&]*?[ \t]-p"
+    r"|\bsshpass\b[^\n|;&]*?[ \t]-p[ \t]*"
+    r"|\bdocker[ \t]+login\b[^\n|;&]*?[ \t]-p[ \t]+"
+    r"|\bredis-cli\b[^\n|;&]*?[ \t]-a[ \t]+"
+    r")(?P<q>[\"']?))(?P<value>[^\s\"'`\\$<\-][^\s\"'`\\]*)(?P=q)"
+)
+# Prose: "the admin password is X", "the token for staging was `X`", "with password X".
+_PROSE_SECRET = re.compile(
+    r"(?P<prefix>(?:"
+    r"\b(?P<word>(?i:password|passphrase|passcode|passwd|pin|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key))"
+    r"(?:[ \t]+(?i:for|of|to|on)[ \t]+[\w.@:/\-]{1,60})?"
+    r"[ \t]+(?i:is|was|is now|is still|has been set to|was set to|is set to|equals|will be)[ \t]+"
+    r"|\b(?i:with|using)[ \t]+(?i:the[ \t]+)?(?P<word2>(?i:password|passphrase))[ \t]+"
+    r")(?P<q>[`\"']?))(?P<value>[^\s`\"'\\]{4,200})"
+)
 
 # Values that are not secrets but keywords, types or empty markers.
 _NOT_A_VALUE = frozenset(
     """none null nil true false undefined yes no on off required optional empty unset
     str string int integer bytes bool boolean any object dict list secretstr secretbytes
-    union callable type self cls os env redacted masked hidden omitted""".split()
+    union callable type self cls os env redacted masked hidden omitted include omit same-origin""".split()
 )
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _WORD = re.compile(r"[A-Za-z_]+")
@@ -163,6 +244,59 @@ _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{8}")
 _PLACEHOLDER = re.compile(r"\$|%\(|%s$|\{\{|<[^>]*>$|\*{3,}|x{3,}$|X{3,}$|\.{3}|\[REDACTED\]", re.IGNORECASE)
 _PROSE_AFTER = re.compile(r"[ \t]+[A-Za-z]")
 _ASSIGN_AFTER = re.compile(r"[ \t]*(?:==?|:=|=>)")
+
+
+# --- entropy -----------------------------------------------------------------------
+
+# A run of token characters long enough to be a generated credential (see ``_candidate``).
+_RUN = re.compile(r"[A-Za-z0-9+/_\-]{20,}={0,3}")
+_HEXISH = re.compile(r"[0-9a-fA-F]+")
+# A word of an identifier or a path: lower, Capitalized, ACRONYM, camelCase, then a number.
+_PLAIN_PART = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+(?![a-z]))(?:[A-Z][a-z]+)*\d{0,4}|\d+")
+_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# Digests say which algorithm made them (lockfiles, image digests): not secrets.
+_DIGEST_LABEL = re.compile(r"(?i)(?:sha\d{1,3}|sha3-\d{3}|md5|blake2[bs]?|xxh\d*|base64)[-:=,]\Z")
+_DIGEST_START = re.compile(r"(?i)(?:sha\d{1,3}|md5)-")
+_PUBLIC_PEM = re.compile(r"-----BEGIN (?:CERTIFICATE|PUBLIC KEY|[A-Z ]{0,20}CERTIFICATE REQUEST)-----.*?-----END [A-Z ]+-----", re.DOTALL)
+_PEM_BASE64 = "LS0tLS1CRUdJTi"  # base64 of "-----BEGIN "
+
+
+def looks_generated(value: str) -> bool:
+    """True for a token that reads as machine-made (a key, a secret, a session token):
+    long, not a hex string or UUID (hashes and ids are kept), letters broken up by
+    digits and case changes rather than forming the words of an identifier or a path."""
+    core = value.rstrip("=")
+    if len(core) < 20 or _DIGEST_START.match(core):
+        return False
+    parts = [part for part in re.split(r"[/_\-.+]", core) if part]
+    odd = sum(len(part) for part in parts if not (_HEXISH.fullmatch(part) or _PLAIN_PART.fullmatch(part)))
+    if odd < 16:
+        return False                          # words of a path or an identifier, hex, numbers
+    digits = sum(c.isdigit() for c in core)
+    letters = sum(c.isalpha() for c in core)
+    if not digits or letters < 10:
+        return False
+    if core.startswith(_PEM_BASE64):
+        return _encodes_private_key(core)
+    segments = _SEGMENT.findall(core)
+    words = [seg for seg in segments if seg[0].isalpha()]
+    return len(segments) >= 8 and letters / len(words) < 4.0 and _entropy(core) >= 3.0
+
+
+def _entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    total = len(text)
+    return -sum(n / total * math.log2(n / total) for n in Counter(text).values())
+
+
+def _encodes_private_key(core: str) -> bool:
+    """Base64 of a PEM block (a kubeconfig's ``*-data``): a secret only if it is a private key."""
+    head = core[:64]
+    try:
+        decoded = base64.b64decode(head[: len(head) // 4 * 4], validate=False)
+    except (binascii.Error, ValueError):
+        return True
+    return b"PRIVATE" in decoded
 
 
 def _is_placeholder(value: str) -> bool:
@@ -289,6 +423,73 @@ def _flag_value(m: re.Match[str]) -> str | None:
     return m.group("prefix") + REDACTED + q
 
 
+_PROSE_TRAIL = re.compile(r"[.,;:!?)\]]+\Z")
+_WORDS = re.compile(r"[A-Za-z][a-z]*(?:['\-][A-Za-z][a-z]*)*")
+_NOT_PROSE_VALUE = frozenset({"e.g", "i.e", "etc", "n/a"})
+
+
+def _prose_value(m: re.Match[str]) -> str | None:
+    """ "the password is X": X is a secret when quoted, or when it does not read as words."""
+    value, q = m.group("value"), m.group("q") or ""
+    if REDACTED in value:
+        return None
+    if q:
+        if m.string[m.end("value"): m.end("value") + 1] != q:
+            return None
+        core, trail = value, ""
+    else:
+        core = _PROSE_TRAIL.sub("", value)
+        trail = value[len(core):]
+    if len(core) < 4 or _is_placeholder(core) or core.lower() in _NOT_A_VALUE or core.lower() in _NOT_PROSE_VALUE:
+        return None
+    if core[0] in "/~.$%{<[":
+        return None                           # a path, a variable: where it is, not what it is
+    word = (m.group("word") or m.group("word2") or "").lower()
+    if core.isdigit():
+        if word not in ("pin", "passcode", "password", "passwd"):
+            return None                       # "the token is 4096 tokens long"
+    elif not q and (_WORDS.fullmatch(core) or not any(not c.isalpha() for c in core) and not any(c.isupper() for c in core[1:])):
+        return None                           # "the token is expired", "the password is Incorrect"
+    return m.group("prefix") + REDACTED + trail
+
+
+def _candidate(text: str, start: int, end: int) -> int | None:
+    """Where the token in the run ``text[start:end]`` starts, or None if it is no candidate.
+
+    It may start right after a JSON escape (``\\n``), never inside one. A run touching a
+    bracket is none: "[REDACTED]" next to it would otherwise change the run on a second
+    pass; nor is one holding "--" (PEM armour, CLI flags).
+    """
+    before = text[start - 1] if start else ""
+    if before == "\\":
+        if text[start] not in "nrt":
+            return None
+        start += 1
+    if before == "]" or text[end:end + 1] in ("=", "[") or "--" in text[start:end]:
+        return None
+    return start
+
+
+def _redact_generated(text: str) -> tuple[str, int]:
+    """Replace long tokens that read as generated (the entropy rule)."""
+    public = [m.span() for m in _PUBLIC_PEM.finditer(text)] if "-----BEGIN" in text else []
+    parts: list[str] = []
+    last = count = 0
+    for run in _RUN.finditer(text):
+        start = _candidate(text, *run.span())
+        if start is None or not looks_generated(text[start:run.end()]):
+            continue
+        if _DIGEST_LABEL.search(text, max(0, start - 10), start) or any(a <= start < b for a, b in public):
+            continue
+        parts += [text[last:start], REDACTED]
+        last = run.end()
+        count += 1
+    if not count:
+        return text, 0
+    parts.append(text[last:])
+    return "".join(parts), count
+
+
 @dataclass(frozen=True)
 class _Rule:
     pattern: re.Pattern[str]
@@ -303,9 +504,15 @@ class _Rule:
 
 
 _KEY_FINDER = re.compile(
-    r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|secret[_\-]?key"
-    r"|client[_\-]?secret|key[_\-]?data|signing[_\-]?key|encryption[_\-]?key|pass|pwd|auth)"
+    r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key(?:[_\-]?id)?"
+    r"|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key|encryption[_\-]?key|account[_\-]?key"
+    r"|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key|credentials?|creds|pass|pwd|auth)"
     r"(?=\\?[\"']?[ \t]*[:=])"
+)
+
+_PROSE_FINDER = re.compile(
+    r"\b(?:password|passphrase|passcode|passwd|pin|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key"
+    r"|with|using)[ \t]"
 )
 
 _RULES: tuple[_Rule, ...] = (
@@ -324,12 +531,17 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(_CLI_FLAG, _flag_value, ("-",)),
     _Rule(_CLI_USER, _flag_value, ("-u", "--user")),
     _Rule(_NETRC, _flag_value, ("login",)),
+    _Rule(_TOOL_PASSWORD, _flag_value, ("mysql", "mariadb", "sshpass", "docker", "redis-cli")),
+    _Rule(_PROSE_SECRET, _prose_value, (" is ", " was ", " equals ", " will be ", "with ", "using "), _PROSE_FINDER),
 )
 
 # Cheap pre-check on the lower-cased text: with none of these, no rule can match.
 _HINT = re.compile(
-    r"pass|pwd|secret|token|key|auth|bearer|basic|login|-u\b|--user|://|sk-|hf_|gh[pousr]_|github_pat_|glpat-"
-    r"|akia|asia|abia|acca|xox|xapp-|_live_|_test_|whsec_|aiza|npm_|pypi-|sg\.|gsk_|eyj|hooks\.slack|/api/webhooks/"
+    r"pass|pwd|secret|token|key|auth|cred|bearer|basic|login|-u\b|--user|://|sk|hf_|gh[pousr]_|github_pat_|gl[a-z]+-"
+    r"|gr1348941|akia|asia|abia|acca|a3t|xox|xapp-|_live_|_test_|_prod_|whsec_|aiza|npm_|pypi-|sg\.|gsk_|eyj"
+    r"|hooks\.slack|/api/webhooks/|sig|mysql|mariadb|docker|redis-cli|pin |do[opr]_v1_|shp|hrku-|\d:aa|q~"
+    r"|dapi|dp\.pt\.|lin_api_|pmak-|pplx-|hv[sb]\.|glc_|glsa_|sntry|ntn_|pul-|rubygems_|atatt3|sq0|xkeysib-|ops_"
+    r"|\.[a-z0-9_\-]{6}\."
 )
 
 
@@ -338,17 +550,18 @@ def redact_with_count(text: str) -> tuple[str, int]:
     if not text:
         return text, 0
     low = text.lower()
-    if not _HINT.search(low):
-        return text, 0
     count = 0
-    for rule in _RULES:
-        # Gates are tested on the original text: a replacement only ever removes
-        # text or inserts "[REDACTED]", so it cannot create a gate substring.
-        if rule.gates and not any(gate in low for gate in rule.gates):
-            continue
-        text, n = _apply(rule, text)
-        count += n
-    return text, count
+    if _HINT.search(low):
+        for rule in _RULES:
+            # Gates are tested on the original text: a replacement only ever removes
+            # text or inserts "[REDACTED]", so it cannot create a gate substring.
+            if rule.gates and not any(gate in low for gate in rule.gates):
+                continue
+            text, n = _apply(rule, text)
+            count += n
+    # Last: what no rule named but reads as generated.
+    text, n = _redact_generated(text)
+    return text, count + n
 
 
 def _apply(rule: _Rule, text: str) -> tuple[str, int]:

@@ -5,6 +5,10 @@ The UI drives it from worker threads: ``send`` streams a reply (chat thread),
 it. Every change to the transcript and every store write happens under one lock,
 so a reply that lands while a pass runs is simply appended, and the pass's splice
 still applies (appends never invalidate it) or is dropped as stale, never half-applied.
+
+The session's opener holds its lease in the store (one writer per session); ``close``
+gives it up once the reply and the pass in flight (between ``begin_work`` and
+``end_work``) have landed.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from hermes_tui.compaction.state import PassResult
 from hermes_tui.config import Config
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.conversation import Conversation
-from hermes_tui.store import SessionInfo, Store
+from hermes_tui.logs import get_logger
+from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.transcript import Message, wire_view
+
+log = get_logger("session")
 
 
 @dataclass
@@ -48,6 +55,36 @@ class Session:
         self.last_pass: PassReport | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
+        self._in_flight = 0
+        self._closing: bool | None = False  # None once the lease is given up
+
+    # --- the session's lease ----------------------------------------------------------------
+    def begin_work(self) -> None:
+        """A reply or a pass is about to run (call it before starting the thread): ``close`` waits
+        for the matching ``end_work``."""
+        with self.lock:
+            self._in_flight += 1
+
+    def end_work(self) -> None:
+        with self.lock:
+            self._in_flight -= 1
+            self._release_if_done()
+
+    def close(self) -> None:
+        """Done with this session: give up its lease now, or when the work in flight ends (once)."""
+        with self.lock:
+            if self._closing is None:
+                return
+            self._closing = True
+            self._release_if_done()
+
+    def _release_if_done(self) -> None:
+        if self._closing and self._in_flight == 0:
+            self._closing = None  # released: a second close does nothing
+            try:
+                self.store.release_lease(self.info.id)
+            except StoreError as exc:  # the lease lapses once this process exits
+                log.warning("cannot release the lease of session %s: %s", self.info.id, exc)
 
     # --- the context window ---------------------------------------------------------------
     def resolve_context_window(self, on_resolved: Callable[[ContextLimit], None] | None = None) -> None:

@@ -3,6 +3,10 @@
 Rows written per pass are proportional to the exchange: the absorbed rows change
 state, the superseded marker changes state, one marker row is inserted. Nothing a
 user typed or a tool returned is ever deleted by compaction.
+
+A session has one writer: a store writes a session's messages only while it holds
+the session's lease (``acquire_lease``; ``create_session`` takes it for the creator),
+and checks it inside each write transaction (see ``lease``).
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from typing import Any, Iterable
 
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
 from hermes_tui.faults import crash_point
+from hermes_tui.store import lease
 from hermes_tui.store.db import StoreError, open_database, translate_errors
+from hermes_tui.store.lease import SessionBusy
 from hermes_tui.transcript import Message
 
 ACTIVE, ARCHIVED = "active", "archived"
+RETRY_LATER = "close it there (or wait for it to finish) and try again"
+NOT_SAVED = "nothing more is saved to it here; open it again to go on"
 
 
 @dataclass(frozen=True)
@@ -51,9 +59,18 @@ class Store:
         self.db = open_database(self.path)
         self.conn = self.db.conn
         self._next_position: dict[str, int] = {}
+        self._leases: dict[str, _Held] = {}
 
     def close(self) -> None:
-        self.conn.close()
+        """Give up every lease this store holds, then close the connection."""
+        try:
+            for session_id in list(self._leases):
+                self._give_up(session_id)
+        except StoreError:
+            pass  # left behind, the lease is taken over once this process has exited
+        finally:
+            self._leases.clear()
+            self.conn.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -64,17 +81,29 @@ class Store:
     # --- sessions ----------------------------------------------------------------------
     def create_session(
         self, title: str, *, model: str | None = None, aux_model: str | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None, messages: Iterable[Message] = (),
     ) -> SessionInfo:
+        """A new session, its lease held by this store (release it with ``release_lease``).
+        ``messages`` (an import) go in with it, in the same transaction, so a failed import
+        leaves no session behind."""
         now = time.time()
         session_id = uuid.uuid4().hex[:12]
+        token = lease.new_token()
+        new = [m for m in messages if not m.stored]
         with self._transaction():
             self.conn.execute(
                 "INSERT INTO sessions (id, title, model, aux_model, created, updated, settings) VALUES (?,?,?,?,?,?,?)",
                 (session_id, title, model, aux_model, now, now, json.dumps(settings or {})),
             )
-        self._next_position[session_id] = 0
-        return SessionInfo(session_id, title, now, now, model, aux_model)
+            lease.write(self.conn, session_id, token)
+            self._next_position[session_id] = 0
+            self._append(session_id, new)
+        self._leases[session_id] = _Held(token)
+        for msg in new:
+            msg.stored = True
+        return SessionInfo(
+            session_id, title, now, now, model, aux_model, sum(not m.is_marker for m in new), len(new)
+        )
 
     def list_sessions(self) -> list[SessionInfo]:
         with translate_errors(self.path):
@@ -101,11 +130,86 @@ class Store:
             self.conn.execute("UPDATE sessions SET title = ?, updated = ? WHERE id = ?", (title, time.time(), session_id))
 
     def delete_session(self, session_id: str) -> None:
-        """Delete a session and its messages: only ever on the user's explicit request."""
+        """Delete a session and its messages: only ever on the user's explicit request.
+
+        Refused (SessionBusy, nothing deleted) while another live hermes-tui holds it: its
+        writer would lose what it has not stored yet and fail on its next message.
+        """
         with self._transaction():
+            holder = self._other_live_holder(session_id)
+            if holder is not None:
+                raise SessionBusy(session_id, holder, "close it there first; nothing was deleted")
+            lease.delete(self.conn, session_id)
             self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             self.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         self._next_position.pop(session_id, None)
+        self._leases.pop(session_id, None)
+
+    # --- the one writer of a session ---------------------------------------------------------
+    def acquire_lease(self, session_id: str) -> None:
+        """Become the session's one writer, before loading it to write (again, if this store already is).
+
+        Raises SessionBusy while another live hermes-tui holds it; a lease left by a
+        process that is gone is taken over.
+        """
+        held = self._leases.get(session_id)
+        if held is not None:
+            held.openers += 1
+            return
+        token = lease.new_token()
+        with self._transaction():
+            if self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                raise StoreError(f"no session {session_id!r} in {self.path} (hermes-tui sessions list shows them)")
+            holder = self._other_live_holder(session_id)
+            if holder is not None:
+                raise SessionBusy(session_id, holder, RETRY_LATER)
+            lease.write(self.conn, session_id, token)
+        self._leases[session_id] = _Held(token)
+        self._next_position.pop(session_id, None)  # the last holder may have written since
+
+    def release_lease(self, session_id: str) -> None:
+        """One opener is done with the session; the last one gives up the lease."""
+        held = self._leases.get(session_id)
+        if held is None:
+            return
+        held.openers -= 1
+        if held.openers == 0:
+            self._give_up(session_id)
+
+    def _give_up(self, session_id: str) -> None:
+        held = self._leases.pop(session_id)
+        with self._transaction():
+            lease.delete(self.conn, session_id, held.token)
+
+    def check_not_open_elsewhere(self, session_id: str) -> None:
+        """Raise SessionBusy when another live hermes-tui holds the session (takes nothing)."""
+        with translate_errors(self.path):
+            holder = self._other_live_holder(session_id)
+        if holder is not None:
+            raise SessionBusy(session_id, holder, RETRY_LATER)
+
+    def _other_live_holder(self, session_id: str) -> lease.Holder | None:
+        current = lease.read(self.conn, session_id)
+        if current is None:
+            return None
+        token, holder = current
+        held = self._leases.get(session_id)
+        if held is not None and held.token == token:
+            return None
+        return holder if lease.is_alive(holder) else None
+
+    def _check_writer(self, session_id: str) -> None:
+        """Inside a write transaction: this store still holds the session (so no one else writes it)."""
+        held = self._leases.get(session_id)
+        current = lease.read(self.conn, session_id)
+        if held is not None and current is not None and current[0] == held.token:
+            lease.refresh(self.conn, session_id, held.token, current[1].heartbeat)
+            return
+        if held is not None:  # it was ours: taken over since (or the session deleted)
+            raise SessionBusy(session_id, current[1] if current is not None else None, NOT_SAVED)
+        if current is not None and lease.is_alive(current[1]):
+            raise SessionBusy(session_id, current[1], "nothing was saved")
+        raise StoreError(f"{self.path}: session {session_id} is not open for writing here (acquire_lease first)")
 
     # --- writing -------------------------------------------------------------------------
     def flush(self, session_id: str, messages: Iterable[Message]) -> int:
@@ -114,6 +218,7 @@ class Store:
         if not new:
             return 0
         with self._transaction():
+            self._check_writer(session_id)
             self._append(session_id, new)
             crash_point("flush.before_commit")
             self._touch(session_id)
@@ -129,6 +234,7 @@ class Store:
         """
         splice = result.splice
         with self._transaction():
+            self._check_writer(session_id)
             if splice is not None:
                 marker = splice.marker
                 if any(not m.stored for m in splice.archived):
@@ -159,6 +265,12 @@ class Store:
     def load_all(self, session_id: str) -> list[tuple[Message, str]]:
         """Every row with its state, in order: archived originals where they were, markers after."""
         return self._rows(session_id, "")
+
+    def load_appended(self, session_id: str) -> list[Message]:
+        """Every row a flush appended, archived or not, in order: all but the markers passes
+        inserted (a pass's marker is the one row that archived others)."""
+        return [msg for msg, _ in self._rows(
+            session_id, "AND id NOT IN (SELECT archived_by FROM messages WHERE archived_by IS NOT NULL)")]
 
     def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         words = query.replace("\x00", " ").split()
@@ -251,6 +363,14 @@ class Store:
             )
             out.append((msg, state))
         return out
+
+
+@dataclass
+class _Held:
+    """A lease this store holds, and how many openers (app screens, commands) hold it here."""
+
+    token: str
+    openers: int = 1
 
 
 class _Transaction:

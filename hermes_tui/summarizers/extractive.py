@@ -21,6 +21,7 @@ from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 _SENTENCE = re.compile(r"(.+?[.!?:])(\s|$)", re.S)
 _PATH = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,6}\b")
@@ -127,7 +128,7 @@ def _first_line(text: str) -> str:
 
 def _brief_args(arguments: str) -> str:
     try:
-        data = json.loads(arguments)
+        data = load_json(arguments)
     except (TypeError, ValueError):
         return _clip(str(arguments))
     if isinstance(data, dict):

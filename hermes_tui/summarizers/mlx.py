@@ -6,6 +6,7 @@ from the second pass on: a pass prefills only the summary and the new exchange.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
@@ -13,6 +14,7 @@ from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 
 CACHE_KEY = "compression"
+TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"  # named in the TIMEOUT message
 
 
 class MlxSummarizer:
@@ -23,17 +25,24 @@ class MlxSummarizer:
         self.last_stats = None  # GenerationStats of the last call, for benchmarks
 
     def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:
+        """One generation; ``timeout`` is a deadline for the whole call: waiting for the
+        device (a chat reply may hold it), loading the model, prefill and generation."""
+        started = time.perf_counter()
         try:
-            loaded = self.runtime.load(self.model_name)
-            stats = self.runtime.generate(
-                loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, timeout=self.timeout
-            )
+            loaded = self.runtime.load(self.model_name, timeout=self.timeout)
+            # What is left of the deadline; never 0, which would mean "no timeout".
+            left = max(self.timeout - (time.perf_counter() - started), 1e-3)
+            stats = self.runtime.generate(loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, timeout=left)
         except ModelUnavailable as exc:
             raise SummarizerError(UNAVAILABLE, str(exc)) from None
         except GenerationAborted as exc:
-            raise SummarizerError(
-                TIMEOUT, f"MLX model {self.model_name}: {exc} (auxiliary.compression.timeout is {self.timeout:g} s)"
-            ) from None
+            if exc.reason == "timeout":
+                raise SummarizerError(
+                    TIMEOUT,
+                    f"MLX compression model {self.model_name} did not answer within {self.timeout:g} s: "
+                    f"raise {TIMEOUT_CONFIG_KEY} or use a smaller model",
+                ) from None
+            raise SummarizerError(TIMEOUT, f"MLX model {self.model_name}: {exc}") from None
         self.last_stats = stats
         return Completion(
             text=stats.text,

@@ -9,15 +9,18 @@ message is one line that names the endpoint and says what to do, because it ends
 the status bar and the log of someone who did not write this code.
 
 The request goes out through ``openai_errors.post_chat_completions``, as the chat
-model's does. The reply is read as plain JSON and checked by hand rather than trusted
-to the SDK's models: the SDK hands back a bare string for a non-JSON body, and
-leniently builds a ``ChatCompletion`` from any JSON object, so a proxy's error page or
-a wrong URL would otherwise surface as an ``AttributeError`` deep inside compaction.
+model's does, under an ``openai_http.CallLimits`` deadline: ``timeout`` ends the whole
+call, however the server paces its reply. The reply is read as plain JSON and
+checked by hand rather than trusted to the SDK's models: the SDK hands back a bare
+string for a non-JSON body, and leniently builds a ``ChatCompletion`` from any JSON
+object, so a proxy's error page or a wrong URL would otherwise surface as an
+``AttributeError`` deep inside compaction.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -34,6 +37,8 @@ from ..providers.openai_errors import (
 )
 from ..compaction.summarizer import Completion, SummarizerError
 from ..providers.failures import MALFORMED, TIMEOUT
+from ..providers.openai_http import TIMED_OUT, CallLimits, http_client
+from ..untrusted import NOT_JSON, InputError, load_json, model_text
 
 # Local servers do not check the key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -45,11 +50,11 @@ TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"
 class OpenAISummarizer:
     """Summarizer backed by an OpenAI-compatible chat completions endpoint.
 
-    ``timeout`` (seconds) bounds connecting and each wait for data. A non-streaming
-    server sends nothing until the whole answer is ready, so in practice it bounds
-    the whole call. The SDK's automatic retries are off: a retry would double the
-    time a user waits before seeing the failure, and compaction retries on the next
-    turn anyway.
+    ``timeout`` (seconds) is a deadline for the whole call: connecting, sending, the
+    headers and the whole body. A server that keeps a reply coming slowly (a byte at a
+    time, or a stream of slow chunks) is stopped there like one that sends nothing.
+    The SDK's automatic retries are off: a retry would double the time a user waits
+    before seeing the failure, and compaction retries on the next turn anyway.
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class OpenAISummarizer:
             api_key=api_key or PLACEHOLDER_API_KEY,
             timeout=self.timeout,
             max_retries=0,
+            http_client=http_client(),
         )
 
     def __repr__(self) -> str:
@@ -76,31 +82,29 @@ class OpenAISummarizer:
     def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:
         """One non-streaming chat completion at temperature 0."""
         started = time.perf_counter()
+        limits = CallLimits(deadline=time.monotonic() + self.timeout)
         try:
-            response = post_chat_completions(
-                self._client,
-                {
-                    "model": self.model,
-                    "messages": messages,
-                    "max_tokens": max_tokens,
-                    "temperature": 0,
-                    "stream": False,
-                },
-                stream=False,
-            )
-            body_text = response.text
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from exc
-        except openai.APITimeoutError as exc:
-            raise SummarizerError(
-                TIMEOUT,
-                f"compression endpoint {self.base_url} did not answer within "
-                f"{self.timeout:g} s: raise {TIMEOUT_CONFIG_KEY} or use a smaller model",
-            ) from exc
-        except openai.APIConnectionError as exc:
-            raise self._connection_error(exc) from exc
-        except openai.OpenAIError as exc:  # anything else the SDK raises
-            raise SummarizerError(
+            with limits.applied():
+                response = post_chat_completions(
+                    self._client,
+                    {
+                        "model": self.model,
+                        "messages": messages,
+                        "max_tokens": max_tokens,
+                        "temperature": 0,
+                        "stream": False,
+                    },
+                    stream=False,
+                )
+                body_text = response.text
+        except openai.OpenAIError as exc:
+            if limits.stopped == TIMED_OUT or isinstance(exc, openai.APITimeoutError):
+                raise self._timed_out() from exc
+            if isinstance(exc, openai.APIStatusError):
+                raise self._status_error(exc) from exc
+            if isinstance(exc, openai.APIConnectionError):
+                raise self._connection_error(exc) from exc
+            raise SummarizerError(  # anything else the SDK raises
                 MALFORMED,
                 f"compression endpoint {self.base_url} failed: {_one_line(str(exc))}",
             ) from exc
@@ -108,6 +112,13 @@ class OpenAISummarizer:
         return self._parse(body_text, duration)
 
     # -- errors -------------------------------------------------------------------
+
+    def _timed_out(self) -> SummarizerError:
+        return SummarizerError(
+            TIMEOUT,
+            f"compression model {self.model} at {self.base_url} did not answer within "
+            f"{self.timeout:g} s: raise {TIMEOUT_CONFIG_KEY} or use a smaller model",
+        )
 
     def _endpoint(self) -> Endpoint:
         return Endpoint(
@@ -134,9 +145,11 @@ class OpenAISummarizer:
 
     def _parse(self, body_text: str, duration: float) -> Completion:
         try:
-            body = json.loads(body_text)
-        except ValueError:
-            raise self._malformed(f"a body that is not JSON ({_snippet(body_text)})")
+            body = load_json(body_text, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a body that is not JSON ({_snippet(body_text)})") from None
+            raise self._malformed(f"a JSON body that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a JSON {type(body).__name__}")
         choices = body.get("choices")
@@ -157,7 +170,7 @@ class OpenAISummarizer:
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         finish_reason = choice.get("finish_reason")
         return Completion(
-            text=content,
+            text=model_text([content]),
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             completion_tokens=_int_or_none(usage.get("completion_tokens")),

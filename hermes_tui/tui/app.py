@@ -36,13 +36,15 @@ from hermes_tui.providers.select import ProviderError
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.problems import first_run_problem
+from hermes_tui.tui.problems import QUIT, first_run_problem
 from hermes_tui.tui.screens.first_run import FirstRunScreen
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
 
 log = get_logger("tui")
+
+NEW_CHAT = ("Start a new chat", "new")
 
 
 class HermesApp(App):
@@ -76,17 +78,31 @@ class HermesApp(App):
         self.summarizer: Summarizer | None = summarizer
         self.session_lock = threading.RLock()
         self._problems: list[Exception] = []
+        self._import_error: Exception | None = None
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._make_clients()
-        session_id = self._start_session_id
-        if self._import_path is not None:
-            try:
-                session_id = import_transcript(self.store, self.config, self._import_path).id
-            except (TranscriptError, OSError, UnicodeDecodeError, StoreError) as exc:
-                log.warning("cannot import %s: %s", self._import_path, exc)
-                self.notify(str(exc), title="Import failed", severity="error", timeout=15)
+        if self._import_path is None:
+            self._start(self._start_session_id)
+            return
+        try:
+            session_id = import_transcript(self.store, self.config, self._import_path).id
+        except (TranscriptError, StoreError) as exc:
+            # The file is what was asked for: say why it cannot be opened and write
+            # nothing (not even an empty new chat) unless the user asks for one.
+            log.warning("cannot import %s: %s", self._import_path, exc)
+            self._import_error = exc
+            screen = FirstRunScreen(
+                f"Cannot open the transcript: {exc}",
+                f"Fix the file and open it again (hermes-tui open {self._import_path}), or start a new chat.",
+                [NEW_CHAT, QUIT],
+            )
+            self.push_screen(screen, self._after_failed_import)
+            return
+        self._start(session_id)
+
+    def _start(self, session_id: str | None) -> None:
         try:
             session = self.open_session(session_id)
         except StoreError as exc:
@@ -95,6 +111,12 @@ class HermesApp(App):
             session = self.open_session(None)
         self.push_screen(ChatScreen(session))
         self._show_problems()
+
+    def _after_failed_import(self, action: str | None) -> None:
+        if action == NEW_CHAT[1]:
+            self._start(None)
+        else:
+            self.exit(return_code=2, message=f"hermes-tui: {self._import_error}")
 
     def _make_clients(self) -> None:
         """The chat client and the summarizer, from config unless given; what fails is kept to show."""
@@ -143,9 +165,18 @@ class HermesApp(App):
         from hermes_tui.session.wiring import open_session
 
         assert self.chat is not None and self.summarizer is not None
-        session = open_session(
-            self.config, self.store, session_id=session_id, title=title, chat=self.chat, summarizer=self.summarizer,
-        )
+        if session_id:
+            session_id = self.store.get_session(session_id).id
+            self.store.acquire_lease(session_id)  # before loading: what it loads is what it writes after
+        try:
+            session = open_session(
+                self.config, self.store, session_id=session_id, title=title, chat=self.chat,
+                summarizer=self.summarizer,
+            )
+        except BaseException:
+            if session_id:
+                self.store.release_lease(session_id)
+            raise
         session.lock = self.session_lock  # one lock for every session of this app: one store connection
         return session
 
@@ -163,7 +194,9 @@ class HermesApp(App):
             return
         while not isinstance(self.screen, ChatScreen):
             self.pop_screen()
+        left = self.screen.session
         self.switch_screen(screen)
+        left.close()  # its lease goes once what is in flight for it has landed
 
     def new_session(self) -> None:
         try:

@@ -16,6 +16,7 @@ import pytest
 
 from support.openai_endpoint import FakeEndpoint, chunk, event, hang_up, send, sse_reply, start_stream, usage_chunk
 from support.servers import SERVER_START_TIMEOUT_S, free_port, server_log_tail, stop_server, wait_until_serving
+from support.drip_server import DripServer, wait_until
 from hermes_tui.chat.client import (
     CANCELLED,
     HTTP_4XX,
@@ -389,6 +390,21 @@ def test_stall_mid_stream_is_timeout(endpoint):
     assert "nothing for 1 s after 5 characters" in str(error)
 
 
+def test_stall_is_timeout_while_a_cancel_is_armed(endpoint):
+    """A cancel that is never set does not stop the idle timeout from ending a stall."""
+
+    def stall(handler) -> None:
+        start_stream(handler)
+        event(handler, chunk("first"))
+        endpoint.release.wait(30)
+
+    endpoint.reply = stall
+    started = time.monotonic()
+    error = fail_with(OpenAIChatClient(endpoint.base_url, "m", timeout=1), TIMEOUT, cancel=threading.Event())
+    assert 0.9 < time.monotonic() - started < 2.5
+    assert "nothing for 1 s after 5 characters" in str(error)
+
+
 def test_no_answer_is_timeout(endpoint):
     endpoint.reply = lambda h: endpoint.release.wait(30)
     started = time.monotonic()
@@ -451,6 +467,58 @@ def test_cancel_during_keepalives(endpoint):
     assert "cancelled after 0 characters" in str(error)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("headers", [False, True], ids=["no-headers", "headers-then-nothing"])
+def test_cancel_while_the_server_sends_nothing(endpoint, headers):
+    """Esc stops a reply at once, not at the next byte or the 30 s timeout."""
+
+    def silent(handler) -> None:
+        if headers:
+            start_stream(handler)
+        endpoint.release.wait(30)  # released at teardown
+
+    endpoint.reply = silent
+    cancel = threading.Event()
+    timer = threading.Timer(0.3, cancel.set)
+    timer.start()
+    started = time.monotonic()
+    error = fail_with(OpenAIChatClient(endpoint.base_url, "m", timeout=30), CANCELLED, cancel=cancel)
+    timer.join()
+    assert time.monotonic() - started < 1.5
+    assert "cancelled after 0 characters" in str(error)
+
+
+@pytest.mark.timeout(60)
+def test_cancel_while_a_line_drips_in():
+    """A server that sends a byte every 0.5 s never completes a line for long: the cancel
+    is noticed between bytes, the connection is closed and no thread is left behind."""
+    with DripServer("sse") as server:
+        threads_before = set(threading.enumerate())
+        cancel = threading.Event()
+        timer = threading.Timer(1.0, cancel.set)
+        timer.start()
+        started = time.monotonic()
+        fail_with(OpenAIChatClient(server.base_url, "m", timeout=30), CANCELLED, cancel=cancel)
+        timer.join()
+        assert time.monotonic() - started < 1.0 + 2
+        assert not server.finished.is_set()
+        assert server.hung_up.wait(5) and server.handled.wait(5)
+        assert wait_until(lambda: set(threading.enumerate()) == threads_before), (
+            set(threading.enumerate()) - threads_before
+        )
+
+
+@pytest.mark.timeout(60)
+def test_a_dripping_reply_is_not_cut_by_the_idle_timeout():
+    """The chat's timeout is the longest silence, not a limit on a reply's length: a
+    reply whose bytes keep coming is read whole even when it takes longer than that."""
+    with DripServer("sse", interval=0.01, drip_s=2.5) as server:
+        started = time.monotonic()
+        deltas, done = drain(OpenAIChatClient(server.base_url, "m", timeout=1))
+    assert time.monotonic() - started > 1.5
+    assert done.text.startswith("word word") and server.finished.is_set()
+
+
 def test_cancel_before_the_call_sends_nothing(endpoint):
     cancel = threading.Event()
     cancel.set()
@@ -485,3 +553,34 @@ def test_collect_requires_exactly_one_done():
     assert info.value.kind == MALFORMED
     with pytest.raises(ChatError):
         collect([done, done])
+
+
+def test_lone_surrogates_in_a_streamed_reply_are_repaired_and_the_reply_stores(endpoint, tmp_path):
+    from hermes_tui.store import Store
+    from hermes_tui.transcript import Message
+
+    # The server escapes each half of a pair in its own chunk, and sends one half alone.
+    endpoint.reply = sse_reply(
+        chunk(), '{"choices": [{"index": 0, "delta": {"content": "Tests pass \\ud83d"}}]}',
+        '{"choices": [{"index": 0, "delta": {"content": "\\ude00 but \\ud800"}}]}',
+        '{"choices": [{"index": 0, "delta": {"content": " is odd \\ud83d"}}]}',
+        chunk(finish_reason="stop"), "[DONE]",
+    )
+    _, done = drain(OpenAIChatClient(endpoint.base_url, "m"))
+
+    assert done.text == "Tests pass \U0001F600 but \ufffd is odd \ufffd"
+    with Store(tmp_path / "state.db") as store:
+        session = store.create_session("t")
+        store.flush(session.id, [Message(role="user", content="Run the tests."),
+                                 Message(role="assistant", content=done.text)])
+        assert store.load_active(session.id)[-1].content == done.text
+
+
+@pytest.mark.parametrize("data, problem", [
+    ('{"choices": ' * 5000 + "null" + "}" * 5000, "too deeply nested"),
+    ('{"choices": [{"index": 0, "delta": {"content": "hi"}}], "created": ' + "7" * 5000 + "}", "number too long"),
+])
+def test_an_unreadable_stream_chunk_is_malformed_in_one_line(endpoint, data, problem):
+    endpoint.reply = sse_reply(chunk(), data, chunk(finish_reason="stop"), "[DONE]")
+    error = fail_with(OpenAIChatClient(endpoint.base_url, "m"), MALFORMED)
+    assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)

@@ -17,10 +17,12 @@ from hermes_tui.compaction.redaction import (
     REDACTED,
     contains_secret,
     count_secrets,
+    looks_generated,
     redact,
     redact_message,
 )
 from hermes_tui.transcript import Message
+from support.secret_corpus import KINDS
 
 R = REDACTED
 
@@ -143,6 +145,8 @@ REDACT_CASES = [
     ("pem pkcs8", pem(""), pem_redacted("")),
     ("pem encrypted", pem("ENCRYPTED "), pem_redacted("ENCRYPTED ")),
     ("pem truncated", "-----BEGIN EC PRIVATE KEY-----\n" + PEM_BODY + "\n", "-----BEGIN EC PRIVATE KEY-----\n" + R + "\n"),
+    ("pem truncated then url", "-----BEGIN EC PRIVATE KEY-----\n" + PEM_BODY + f"\nhttps://u:{PASSWORD}@h/x",
+     "-----BEGIN EC PRIVATE KEY-----\n" + R + f"\nhttps://{R}@h/x"),
     ("token in assignment", f"HF_TOKEN={HUGGINGFACE}", f"HF_TOKEN={R}"),
     ("token in bearer", f"Authorization: Bearer {OPENAI}", f"Authorization: Bearer {R}"),
 ]
@@ -461,6 +465,9 @@ def test_redact_message_arguments_only():
         f"DB_PASS=a\\b{PASSWORD}",
         f"Authorization: Basic {BASIC_B64}",
         f"https://u:{PASSWORD}@h/x?token={PASSWORD}",
+        f"machine h login bob password {PASSWORD}",
+        f"mysql -u root -p{PASSWORD}",
+        "session " + "Zq8vLm3Kp0Xw7Rt2Yb5Nc1Hd4Gf6Js9A",
     ],
 )
 def test_redacted_json_string_stays_valid_json(value):
@@ -551,9 +558,10 @@ def test_every_secret_snippet_is_gone(snippets, sep):
         assert token not in out
 
 
+# No "is"/"was": "password is <value>" tells a secret (test_a_password_told_in_prose).
 SAFE_WORDS = [
     "the", "a", "build", "failed", "passed", "tests", "password", "token", "secret", "key", "count",
-    "is", "of", "in", "user", "assistant", "error", "warning", "auth", "credentials", "login",
+    "has", "of", "in", "user", "assistant", "error", "warning", "auth", "credentials", "login",
     "/usr/lib/python3.11", "src/hermes_tui/compaction/redaction.py", "~/.ssh/id_rsa", "./build.sh",
     "a3f5c2e1b4d6f7a8c9e0b1d2c3e4f5a6b7c8d9e0", "123e4567-e89b-12d3-a456-426614174000",
     "42", "3.14", "1000", "2024-05-01", "v1.2.3", "e.g.", "(see", "docs)", "—", "ünïcødé",
@@ -565,3 +573,89 @@ SAFE_WORDS = [
 def test_text_without_secrets_is_preserved_exactly(parts):
     text = "".join(word + sep for word, sep in parts)
     assert redact(text) == text
+
+
+# --- shapes that reached the summarizer whole (each kind is in tests/secret_corpus.py) -------
+
+MISSED_SHAPES = [
+    "azure-storage-connection", "azure-service-bus", "azure-sas-url", "url-password-with-hash",
+    "url-password-with-at", "mysql-p", "sshpass-p", "docker-login", "prose-password", "aws-credentials-csv",
+    "json-credentials-base64", "twilio-api-key", "datadog-app-key", "digitalocean", "gcp-private-key-id",
+    "gcp-service-account", "mailgun", "telegram-bot", "discord-bot", "high-entropy-token",
+]
+CORPUS = {kind.name: kind for kind in KINDS}
+
+
+@pytest.mark.parametrize("name", MISSED_SHAPES)
+def test_credential_shapes_found_by_key_userinfo_flag_prefix_or_entropy(name):
+    kind = CORPUS[name]
+    out = redact(kind.carrier)
+    for value in kind.values:
+        assert value not in out, out
+    assert REDACTED in out and redact(out) == out
+    arguments = json.dumps({"command": kind.carrier})
+    decoded = json.loads(redact(arguments))["command"]
+    assert all(value not in decoded for value in kind.values)
+
+
+def test_passwords_with_at_and_hash_in_urls_keep_the_host():
+    assert redact("postgresql://app:p@ss@db.internal:5432/app") == f"postgresql://{R}@db.internal:5432/app"
+    assert redact("https://deploy:pa#ss!w0rd@git.acme.io/app.git") == f"https://{R}@git.acme.io/app.git"
+    assert redact("https://example.com:8080?user=a@b.com") == "https://example.com:8080?user=a@b.com"
+
+
+def test_tool_password_flags_only_where_the_tool_takes_one():
+    assert redact(f"mysql -h db -uroot -p{PASSWORD2.replace('&', '')} prod") == f"mysql -h db -uroot -p{R} prod"
+    assert redact(f"sshpass -p '{PASSWORD2}' ssh deploy@web1") == f"sshpass -p '{R}' ssh deploy@web1"
+    assert redact(f"docker login -u me -p {PASSWORD} ghcr.io") == f"docker login -u me -p {R} ghcr.io"
+    for text in ("mysql -p appdb", "mkdir -p build/out", "docker run -p 8080:80 nginx", "ssh -p 2222 host",
+                 "pytest -p no:cacheprovider", "echo ok; sshpass -V && tar -pxf a.tar"):
+        assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (f"The admin password is {PASSWORD2}.", f"The admin password is {R}."),
+    ("the password for db01 was `correct horse`", "the password for db01 was `correct horse`"),
+    ("the password for db01 was `Summer2024`", f"the password for db01 was `{R}`"),
+    (f"log in with password {PASSWORD}", f"log in with password {R}"),
+    ("The token is sk-but-not-a-key-1234 now", f"The token is {R} now"),
+])
+def test_a_password_told_in_prose(text, expected):
+    assert redact(text) == expected
+
+
+KEEP_CODE_AND_IDS = [
+    "The password is incorrect.", "the token is expired", "The password is too short",
+    "the secret is stored in Vault", "the api key is in .env", "password is required",
+    "the token is 4096 tokens long", "with password authentication",
+    "commit 3f9c2a1b7e4d5f60718293a4b5c6d7e8f9012345 fixed it",
+    "session 7c9e6679-7425-40de-944b-e07fc1f90ae7 started",
+    "x-request-id: 4bf92f3577b34da6a3ce929d0e0e4736",
+    "tests/__snapshots__/test_tui_snapshots/test_chat_screen_with_long_output_1.svg",
+    "def test_a_small_exchange_full_of_facts_still_saves_tokens():",
+    "MediaOrderConflictWarning2024Handler and K8sPodAutoscalerControllerV2Beta1",
+    '"integrity": "sha512-' + "7d9fK2mQp4Lx8Vb3Nc6Rt1Yw0Zs5Ha9Jg2Ke7Df4Ub8Io3Pl6Mn1Oq5Wr0Ty9Ex2Cz7Av4Bs8Gh3Ji6Kl1Mn0Op" + '=="',
+    "--hash=sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "/usr/lib/python3.11/site-packages/hermes_tui/compaction/redaction.py",
+    "node_modules/.pnpm/@types+node@20.11.5/node_modules/@types/node",
+    "credentials: include", "withCredentials: true", "credentials = load_credentials()",
+    "HF_HUB_OFFLINE=1 uv run pytest", "python:3.11-slim-bookworm", "v2.1.39+build.20240501",
+    "https://github.com/hermes-tui/hermes-tui/blob/main/hermes_tui/compaction/redaction.py#L120",
+    "req_8f7d6c5b4a3e2d1c0b9a8f7e", "base64ToUtf8StringConverter2",
+    "The token for staging is stored in 1Password.",
+    "remote:      https://github.com/marot/spotter/pull/new/spotter-a0y",
+]
+
+
+@pytest.mark.parametrize("text", KEEP_CODE_AND_IDS)
+def test_keeps_code_hashes_ids_paths_and_english(text):
+    assert redact(text) == text
+
+
+def test_looks_generated():
+    assert looks_generated("Zq8vLm3Kp0Xw7Rt2Yb5Nc1Hd4Gf6Js9A")
+    assert looks_generated("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    for value in ("a3f5c2e1b4d6f7a8c9e0b1d2c3e4f5a6b7c8d9e0", "123e4567-e89b-12d3-a456-426614174000",
+                  "test_redaction_keeps_json_strings_valid_2", "src/hermes_tui/compaction/redaction.py",
+                  "HTTPServerV2ConnectionPool3Manager", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "short1Ab"):
+        assert not looks_generated(value), value

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from support.drip_server import MODES, DripServer, wait_until
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT
 from hermes_tui.providers.select import resolve_api_key
@@ -309,3 +310,103 @@ def test_resolve_api_key(monkeypatch):
     monkeypatch.delenv("HERMES_TEST_KEY")
     assert resolve_api_key("HERMES_TEST_KEY") is None
     assert resolve_api_key("") is None
+
+
+# -- the timeout is a deadline for the whole call -----------------------------------
+
+DRIP_TIMEOUT_S = 2.0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_slow_drip_ends_at_the_deadline(mode):
+    """Every read returns within 0.5 s, yet the call ends at ``timeout``: the limit is
+    a deadline for connect + headers + body, not for each read."""
+    with DripServer(mode) as server:
+        threads_before = set(threading.enumerate())
+        summarizer = OpenAISummarizer(server.base_url, "small-model", timeout=DRIP_TIMEOUT_S)
+        started = time.monotonic()
+        error = fail_with(summarizer, TIMEOUT)
+        elapsed = time.monotonic() - started
+        assert DRIP_TIMEOUT_S - 0.1 < elapsed < DRIP_TIMEOUT_S + 5, elapsed
+        assert not server.finished.is_set()  # the drip would have lasted 120 s
+        assert str(error) == (
+            f"compression model small-model at {server.base_url} did not answer within 2 s: "
+            "raise auxiliary.compression.timeout or use a smaller model"
+        )
+        assert server.hung_up.wait(5)  # the socket was closed, not left dripping
+        assert server.handled.wait(5)
+        assert wait_until(lambda: set(threading.enumerate()) == threads_before), (
+            set(threading.enumerate()) - threads_before
+        )
+
+
+@pytest.mark.timeout(60)
+def test_a_pass_against_a_slow_drip_fails_with_timeout(hermes_home):
+    from helpers import agent_session
+    from hermes_tui.config import Config
+    from hermes_tui.conversation import Conversation
+    from hermes_tui.session.wiring import make_compactor, make_counter
+
+    with DripServer("json") as server:
+        config = Config().with_overrides({
+            "auxiliary.compression.provider": "openai-api",
+            "auxiliary.compression.base_url": server.base_url,
+            "auxiliary.compression.model": "small-model",
+            "auxiliary.compression.timeout": DRIP_TIMEOUT_S,
+        })
+        counter = make_counter(config)
+        compactor = make_compactor(config, counter=counter, context_limit=8192)
+        conv = Conversation(agent_session(exchanges=14, size=60), counter=counter)
+        before = [m.id for m in conv.messages]
+        started = time.monotonic()
+        report = compactor.micro_pass(conv)
+        assert time.monotonic() - started < DRIP_TIMEOUT_S + 5
+        assert (report.outcome, report.fields["failure"]) == ("summarize_failed", "timeout")
+        assert [m.id for m in conv.messages] == before
+        assert not server.finished.is_set()
+
+
+def test_a_slow_answer_within_the_deadline_is_read_whole():
+    """The deadline does not cut a reply that arrives in time, however it is split."""
+    with DripServer("json", interval=0.002, drip_s=0.4) as server:
+        result = OpenAISummarizer(server.base_url, "m", timeout=30).complete(MESSAGES, max_tokens=8)
+    assert result.text.startswith("A summary of the exchange.")
+    assert server.finished.is_set()
+
+
+def test_lone_surrogates_in_a_summary_are_repaired_and_the_pass_stores(endpoint, tmp_path, hermes_home):
+    from helpers import agent_session
+    from hermes_tui.config import Config
+    from hermes_tui.conversation import Conversation
+    from hermes_tui.store import Store
+    from hermes_tui.session.wiring import make_compactor, make_counter
+
+    body = json.dumps(chat_completion("- Ran the tests: \\ud800 all green \\ud83d\\ude00."))
+    # json.dumps escaped our backslashes: undo that so the server sends JSON escapes of surrogates
+    body = body.replace("\\\\u", "\\u")
+    endpoint.reply = lambda h: send(h, 200, body.encode())
+    config = Config().with_overrides({
+        "auxiliary.compression.provider": "openai-api",
+        "auxiliary.compression.base_url": endpoint.base_url,
+        "auxiliary.compression.model": "small-model",
+    })
+    counter = make_counter(config)
+    compactor = make_compactor(config, counter=counter, context_limit=8192)
+    conv = Conversation(agent_session(exchanges=14, size=60), counter=counter)
+    with Store(tmp_path / "state.db") as store:
+        session = store.create_session("t", messages=conv.messages)
+        report = compactor.micro_pass(conv, lambda result: store.archive_and_compact(session.id, result))
+        assert report.outcome == "absorbed", report.fields
+        (marker,) = [m for m in store.load_active(session.id) if m.is_marker]
+    assert "- Ran the tests: \ufffd all green \U0001F600." in marker.meta["summary"]
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b'{"choices": ' * 5000 + b"null" + b"}" * 5000, "too deeply nested"),
+    (b'{"choices": [{"message": {"content": "ok"}}], "created": ' + b"7" * 5000 + b"}", "number too long"),
+])
+def test_an_unreadable_json_answer_is_malformed_in_one_line(endpoint, body, problem):
+    endpoint.reply = lambda h: send(h, 200, body)
+    error = fail_with(OpenAISummarizer(endpoint.base_url, "m"), MALFORMED)
+    assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)

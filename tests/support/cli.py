@@ -19,7 +19,7 @@ CLI_TIMEOUT_S = 120
 def run_cli(
     home: Path, *args: str, entry: str = "module", cwd: Path | None = None, timeout: float = CLI_TIMEOUT_S
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("OPENAI_API_KEY", None)
     return subprocess.run(
         [*ENTRY_POINTS[entry], *args],

@@ -32,9 +32,7 @@ from hermes_tui.tui.widgets.message_views import InfoNote, MessageView, view_for
 from hermes_tui.tui.widgets.text import body_text
 
 WINDOW = 60            # message views mounted at most: the newest; older ones on request
-
 BUDGET = 200           # ... and about this many widgets in them (``weight``), but
-
 MIN_VIEWS = 8          # ... never fewer views than this (if there are as many messages)
 
 _LIST_ITEM = re.compile(r"([-*+]|\d+[.)])\s")

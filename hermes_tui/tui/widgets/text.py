@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 from hermes_tui.content_parts import Attachment, text_only
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import load_json
 
 SHORT = 68  # a one-line summary of a call or result, in cells
 
@@ -30,7 +31,7 @@ def short_args(arguments: Any) -> str:
     """``{"command": "ls -la"}`` -> ``ls -la``; several keys -> ``path=a.py, line=3``."""
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = load_json(arguments)
         except (ValueError, TypeError):
             return one_line(arguments)
     if isinstance(arguments, dict):
@@ -66,7 +67,7 @@ def body_text(message: Message) -> str:
 def pretty_args(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
-            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+            return json.dumps(load_json(arguments), indent=2, ensure_ascii=False)
         except (ValueError, TypeError):
             return arguments
     return json.dumps(arguments, indent=2, ensure_ascii=False)

@@ -1,0 +1,215 @@
+"""Hermes Agent's messages as our transcript: summary rows become markers.
+
+Hermes keeps a message as an OpenAI message dict with extra top-level keys: its
+summary flag (``_compressed_summary``), reasoning sidecars, display columns, row
+bookkeeping. The same dict shape comes out of its ``state.db`` (read by
+``store/hermes.py``), its JSON snapshots (``sessions/session_<id>.json``: an
+object whose ``messages`` is the list) and ``hermes sessions export`` (JSON Lines,
+one session object with its ``messages`` per line).
+
+What changes on the way in:
+- A Hermes summary becomes our marker, its summary recovered from the text and
+  checked by ``read_marker`` like any imported marker. An assistant-role summary is
+  a micro marker (Hermes' micro-compaction only writes those); a user-role one is a
+  batch summary, turned into an assistant-role marker: it is the model's account of
+  earlier work, not something the user typed. Text a user did type that Hermes
+  merged into the same message stays a user message, verbatim.
+- A summary that does not pass the checks stays an ordinary assistant message with
+  its text, so a later pass absorbs it through the summarizer like any exchange.
+- Everything else of Hermes' (reasoning, display columns, row ids, timestamps) is
+  kept under ``meta["hermes"]``: never sent, but not lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from hermes_tui.compaction import hermes_markers
+from hermes_tui.compaction.markers import read_marker
+from hermes_tui.transcript import (
+    BATCH,
+    MICRO,
+    ROLES,
+    Message,
+    TranscriptError,
+    check_tool_pairing,
+    make_marker,
+)
+
+META_KEY = "hermes"
+
+# Columns and keys of a Hermes message worth keeping as metadata (``hermes_state_common.py``
+# SCHEMA_SQL, ``messages`` table; the conversation loader exposes the same names).
+KEPT_KEYS = (
+    "id", "session_id", "timestamp", "token_count", "finish_reason",
+    "reasoning", "reasoning_content", "reasoning_details",
+    "codex_reasoning_items", "codex_message_items",
+    "display_kind", "display_metadata", "display_order",
+    "platform_message_id", "message_id", "observed", "effect_disposition", "tool_name", "api_content",
+)
+
+
+@dataclass
+class HermesSession:
+    """One imported Hermes session: the transcript to resume, and its history."""
+
+    session_id: str
+    title: str | None
+    messages: list[Message]
+    # Rows Hermes keeps for display but no longer sends (compacted away, or in an
+    # earlier session of a compression chain): ours to archive. Rewound rows are not here.
+    archived: list[Message] = field(default_factory=list)
+    chain: tuple[str, ...] = ()      # session ids root → tip, when a compression chain was followed
+    markers: int = 0                 # Hermes summaries taken as our markers
+
+
+def convert_messages(
+    rows: Iterable[dict[str, Any]], *, source: str, check_pairing: bool = True,
+) -> tuple[list[Message], int]:
+    """Our messages for Hermes message dicts in order, and how many became markers.
+
+    Roles other than the four chat roles are Hermes bookkeeping and are left out.
+    History (``check_pairing=False``) may hold a call whose results were compacted
+    in another generation, so only a transcript to resume is checked for pairing.
+    """
+    out: list[Message] = []
+    markers = 0
+    for n, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise TranscriptError(f"{source}: message {n}: expected an object, got {type(row).__name__}")
+        where = f"{source}: message {row.get('id', n)}"
+        if row.get("role") not in ROLES:
+            continue
+        converted = _summary_messages(row, where)
+        if converted is None:
+            converted = [_plain_message(row, where)]
+        else:
+            markers += 1
+        out.extend(converted)
+    if check_pairing:
+        check_tool_pairing(out, source=source)
+    return out, markers
+
+
+def parse_session_file(text: str, *, source: str, session_id: str | None = None) -> HermesSession:
+    """A Hermes JSON snapshot or ``hermes sessions export`` file, as one session.
+
+    An export with several sessions needs ``session_id`` to say which.
+    """
+    sessions = _session_objects(text, source)
+    if session_id is not None:
+        sessions = [s for s in sessions if str(s.get("id", s.get("session_id", ""))) == session_id]
+        if not sessions:
+            raise TranscriptError(f"{source}: no session {session_id!r} in this file")
+    if len(sessions) != 1:
+        ids = ", ".join(str(s.get("id", s.get("session_id", "?"))) for s in sessions)
+        raise TranscriptError(f"{source}: {len(sessions)} sessions in this file ({ids}); name one")
+    data = sessions[0]
+    raw = data.get("messages")
+    if not isinstance(raw, list):
+        raise TranscriptError(f"{source}: \"messages\" must be a list of messages")
+    # An export row keeps its flags: rewound rows (active 0, not compacted) are not history.
+    live = [m for m in raw if not isinstance(m, dict) or _flag(m, "active", True)]
+    kept = [m for m in raw if isinstance(m, dict) and not _flag(m, "active", True) and _flag(m, "compacted", False)]
+    messages, markers = convert_messages(live, source=source)
+    archived, _ = convert_messages(kept, source=source, check_pairing=False)
+    sid = str(data.get("id", data.get("session_id", "")) or "")
+    title = data.get("title") if isinstance(data.get("title"), str) else None
+    return HermesSession(sid, title, messages, archived, markers=markers)
+
+
+# --- one message ---------------------------------------------------------------------
+
+
+def _plain_message(row: dict[str, Any], where: str) -> Message:
+    data: dict[str, Any] = {"role": row["role"], "content": row.get("content")}
+    if row.get("tool_calls"):
+        data["tool_calls"] = row["tool_calls"]
+    if row.get("tool_call_id"):
+        data["tool_call_id"] = row["tool_call_id"]
+    name = row.get("name") or (row.get("tool_name") if row["role"] == "tool" else None)
+    if name:
+        data["name"] = name
+    msg = Message.from_openai(data, where=where)
+    kept = hermes_meta(row)
+    if kept:
+        msg.meta[META_KEY] = kept
+    return msg
+
+
+def _summary_messages(row: dict[str, Any], where: str) -> list[Message] | None:
+    """A Hermes summary row as our messages (marker, plus any user text it carried); None if not one."""
+    role = row["role"]
+    if role not in ("user", "assistant") or row.get("tool_calls") or row.get("tool_call_id"):
+        return None
+    parsed = hermes_markers.parse_summary(row.get("content"), flagged=_flag(row, hermes_markers.SUMMARY_FLAG, False))
+    if parsed is None:
+        return None
+    kind = MICRO if role == "assistant" or _flag(row, hermes_markers.MICRO_FLAG, False) else BATCH
+    kept = {**hermes_meta(row), "role": role}
+    candidate = make_marker(kind, parsed.summary, covers=[], extra={META_KEY: kept})
+    checked = read_marker(candidate)
+    if checked is not None:
+        summary_part = make_marker(kind, checked.summary, covers=[], extra={META_KEY: kept})
+    else:
+        # Not fit to stand as a summary: an ordinary assistant message, absorbed later.
+        summary_part = Message(role="assistant", content=parsed.summary, meta={META_KEY: kept})
+    # The message's own text, wherever Hermes put it, is the newer message: it follows the summary.
+    own = [Message(role=role, content=text, meta={META_KEY: {**kept, "merged": True}})
+           for text in (parsed.before, parsed.after) if text]
+    return [summary_part, *own]
+
+
+def hermes_meta(row: dict[str, Any]) -> dict[str, Any]:
+    """The Hermes keys worth keeping, JSON-safe, empty values left out."""
+    kept: dict[str, Any] = {}
+    for key in KEPT_KEYS:
+        value = row.get(key)
+        if value is None or value == "" or (key == "observed" and not value):
+            continue
+        kept[key] = value if _json_safe(value) else str(value)
+    return kept
+
+
+def _flag(row: dict[str, Any], key: str, default: bool) -> bool:
+    value = row.get(key, default)
+    return bool(value) if isinstance(value, (bool, int)) else default
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# --- files ---------------------------------------------------------------------------
+
+
+def _session_objects(text: str, source: str) -> list[dict[str, Any]]:
+    stripped = text.strip()
+    if not stripped:
+        raise TranscriptError(f"{source}: the file is empty")
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        return [data]
+    if data is not None:
+        raise TranscriptError(f"{source}: expected a Hermes session object with \"messages\"")
+    sessions = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise TranscriptError(f"{source}: line {lineno}: expected a Hermes session object")
+        sessions.append(item)
+    return sessions

@@ -1,0 +1,21 @@
+"""Tools the conversation model can call, confined to a workspace, with approval rules.
+
+No UI and no model loop here: ``registry.ToolRegistry`` lists tools for a request and
+turns one call into one result; ``approval.decide`` says whether a call may run;
+``workspace.Workspace`` is the boundary. MCP tools plug in as ``base.Tool`` subclasses
+of kind ``external``.
+"""
+
+from .approval import (Action, ApprovalRequest, Decision, MemoryRuleStore, Mode, RepeatTracker,
+                       Rule, RuleStore, build_request, check_command, decide)
+from .base import Status, Tool, ToolContext, ToolError, ToolKind, ToolResult, ToolStopped
+from .builtin import builtin_registry, builtin_tools
+from .registry import Call, ToolRegistry
+from .workspace import OutsideAccess, Workspace
+
+__all__ = [
+    "Action", "ApprovalRequest", "Call", "Decision", "MemoryRuleStore", "Mode", "OutsideAccess",
+    "RepeatTracker", "Rule", "RuleStore", "Status", "Tool", "ToolContext", "ToolError",
+    "ToolKind", "ToolRegistry", "ToolResult", "ToolStopped", "Workspace", "build_request",
+    "builtin_registry", "builtin_tools", "check_command", "decide",
+]

@@ -1,0 +1,331 @@
+"""The file tools: read, list, find by pattern, edit by exact replacement, write.
+
+Paths are relative to the workspace (absolute ones are accepted and checked the same
+way); every one goes through ``Workspace.check``. Output is sized for a model's context:
+reads are numbered and capped with a note saying how to read on, listings are capped
+with a count of what was left out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from .base import Tool, ToolContext, ToolError, ToolKind, ToolResult
+from .ignore import IgnoreRules, entry_is_dir, list_entries, walk_files
+
+# A file is binary when its first bytes hold a NUL (as git and ripgrep decide).
+BINARY_SNIFF_BYTES = 8192
+DEFAULT_READ_LINES = 2000
+MAX_LINE_CHARS = 2000
+MAX_LIST_ENTRIES = 500
+MAX_GLOB_RESULTS = 200
+
+
+def _path_param(what: str) -> dict[str, Any]:
+    return {"type": "string", "description": what}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}
+
+
+def is_binary(path: Path) -> bool:
+    with path.open("rb") as f:
+        return b"\0" in f.read(BINARY_SNIFF_BYTES)
+
+
+def _require_file(path: Path, given: str) -> None:
+    if not path.exists():
+        raise ToolError(f"{given}: no such file")
+    if path.is_dir():
+        raise ToolError(f"{given} is a directory (use list_dir)")
+
+
+def _size_text(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} bytes"
+
+
+class ReadFile(Tool):
+    name = "read_file"
+    kind = ToolKind.READ
+    description = ("Read a text file. Lines come numbered (number, tab, text). Use offset "
+                   "and limit to read a part of a long file.")
+    parameters = _schema({
+        "path": _path_param("File path, relative to the workspace"),
+        "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
+        "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"},
+    }, ["path"])
+
+    def paths(self, arguments: dict[str, Any]) -> list[str]:
+        return [arguments["path"]]
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        ws = context.workspace
+        given = arguments["path"]
+        path = ws.check(given, context, tool=self.name, purpose="read")
+        _require_file(path, given)
+        shown = ws.display(path)
+        size = path.stat().st_size
+        if is_binary(path):
+            return ToolResult(content=f"{shown} is a binary file ({_size_text(size)}); not shown",
+                              bytes=size, paths=(shown,))
+        offset = arguments.get("offset", 1)
+        limit = arguments.get("limit", DEFAULT_READ_LINES)
+        budget = context.max_output_bytes
+        out: list[str] = []
+        used = 0
+        last = offset - 1  # the last line shown
+        total = 0
+        cut_by_size = False
+        # Read line by line: a huge file costs what is shown, not its size.
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
+            for number, line in enumerate(f, start=1):
+                total = number
+                if number % 10_000 == 0:
+                    context.check_cancel()
+                if number < offset or cut_by_size or number >= offset + limit:
+                    continue  # counted for the "of N" note, not shown
+                text = line.rstrip("\r\n")
+                if len(text) > MAX_LINE_CHARS:
+                    text = text[:MAX_LINE_CHARS] + f"… [{len(text) - MAX_LINE_CHARS} chars cut]"
+                entry = f"{number:>6}\t{text}\n"
+                cost = len(entry.encode("utf-8"))
+                if used + cost > budget - 200 and out:
+                    cut_by_size = True
+                    continue
+                out.append(entry)
+                used += cost
+                last = number
+        if total == 0:
+            return ToolResult(content=f"{shown} is empty", paths=(shown,))
+        if offset > total:
+            raise ToolError(f"{given} has {total} lines; offset {offset} is past the end")
+        content = "".join(out)
+        truncated = last < total
+        if truncated:
+            content += (f"[lines {offset}-{last} of {total} shown; call read_file with "
+                        f"offset={last + 1} to read on]\n")
+        return ToolResult(content=content, bytes=size, truncated=truncated, paths=(shown,))
+
+
+class ListDir(Tool):
+    name = "list_dir"
+    kind = ToolKind.READ
+    description = ("List a directory: directories end with '/', symlinks with '@'. "
+                   "Skips .git and what .gitignore ignores.")
+    parameters = _schema({"path": _path_param("Directory, relative to the workspace (default '.')")}, [])
+
+    def paths(self, arguments: dict[str, Any]) -> list[str]:
+        return [arguments.get("path", ".")]
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        ws = context.workspace
+        given = arguments.get("path", ".")
+        path = ws.check(given, context, tool=self.name, purpose="read")
+        if not path.is_dir():
+            raise ToolError(f"{given}: not a directory" if path.exists() else f"{given}: no such directory")
+        rules = IgnoreRules(ws.root if ws.contains(path) else path)
+        entries = list_entries(path, rules)
+        lines = []
+        for entry in entries[:MAX_LIST_ENTRIES]:
+            suffix = "/" if entry_is_dir(entry) else "@" if entry.is_symlink() else ""
+            lines.append(entry.name + suffix)
+        if not entries:
+            lines.append("(empty)")
+        if len(entries) > MAX_LIST_ENTRIES:
+            lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
+        shown = ws.display(path)
+        return ToolResult(content="\n".join(lines) + "\n", truncated=len(entries) > MAX_LIST_ENTRIES,
+                          paths=(shown,))
+
+
+class Glob(Tool):
+    name = "glob"
+    kind = ToolKind.READ
+    description = ("Find files by a gitignore-style pattern, e.g. '*.py' (any depth), "
+                   "'src/**/*.ts', 'docs/*.md'. Skips .git and what .gitignore ignores.")
+    parameters = _schema({
+        "pattern": {"type": "string", "minLength": 1, "description": "The pattern"},
+        "path": _path_param("Directory to search, relative to the workspace (default '.')"),
+    }, ["pattern"])
+
+    def paths(self, arguments: dict[str, Any]) -> list[str]:
+        return [arguments.get("path", ".")]
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        ws = context.workspace
+        given = arguments.get("path", ".")
+        base = ws.check(given, context, tool=self.name, purpose="read")
+        if not base.is_dir():
+            raise ToolError(f"{given}: not a directory")
+        pattern = arguments["pattern"].removeprefix("./")
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines([pattern])
+        except Exception as e:
+            raise ToolError(f"invalid pattern {pattern!r}: {e}") from None
+        rules = IgnoreRules(ws.root if ws.contains(base) else base)
+        found: list[str] = []
+        more = 0
+        for path in walk_files(base, rules, context.check_cancel):
+            if spec.match_file(path.relative_to(base).as_posix()):
+                if len(found) < MAX_GLOB_RESULTS:
+                    found.append(ws.display(path))
+                else:
+                    more += 1
+        if not found:
+            return ToolResult(content=f"no files match {pattern!r}\n")
+        text = "\n".join(found) + "\n"
+        if more:
+            text += f"[{more} more matches not shown; narrow the pattern or the path]\n"
+        return ToolResult(content=text, truncated=bool(more))
+
+
+def unified_diff(old: str, new: str, shown: str, *, created: bool = False) -> str:
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile="/dev/null" if created else f"a/{shown}",
+                                 tofile=f"b/{shown}")
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _diff_counts(diff: str) -> tuple[int, int]:
+    added = removed = 0
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed
+
+
+def _read_text(path: Path, given: str) -> str:
+    if is_binary(path):
+        raise ToolError(f"{given} is a binary file; it cannot be edited as text")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{given} is not UTF-8 text; it cannot be edited safely") from None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` next to ``path`` and rename over it: never a half-written file."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class EditFile(Tool):
+    name = "edit_file"
+    kind = ToolKind.EDIT
+    description = ("Replace exact text in a file. old_string must match the file exactly "
+                   "(whitespace included) and occur once, unless replace_all is true. "
+                   "Read the file first.")
+    parameters = _schema({
+        "path": _path_param("File path, relative to the workspace"),
+        "old_string": {"type": "string", "minLength": 1, "description": "The exact text to replace"},
+        "new_string": {"type": "string", "description": "The text to put in its place"},
+        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+    }, ["path", "old_string", "new_string"])
+
+    def paths(self, arguments: dict[str, Any]) -> list[str]:
+        return [arguments["path"]]
+
+    def _plan(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str, str, int, str]:
+        ws = context.workspace
+        given = arguments["path"]
+        path = ws.check(given, context, tool=self.name, purpose="write")
+        _require_file(path, given)
+        old_text = _read_text(path, given)
+        old, new = arguments["old_string"], arguments["new_string"]
+        if old == new:
+            raise ToolError("old_string and new_string are the same; nothing to change")
+        count = old_text.count(old)
+        if count == 0 and "\r\n" in old_text and "\r\n" not in old:
+            # The model writes "\n"; a CRLF file keeps its line endings.
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+            count = old_text.count(old)
+        if count == 0:
+            raise ToolError(f"old_string not found in {given}; read the file and copy the text exactly")
+        if count > 1 and not arguments.get("replace_all", False):
+            raise ToolError(f"old_string occurs {count} times in {given}; include more context "
+                            "to make it unique, or set replace_all")
+        new_text = old_text.replace(old, new)
+        shown = ws.display(path)
+        return path, shown, new_text, count, unified_diff(old_text, new_text, shown)
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
+        return self._plan(arguments, context)[4]
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        path, shown, new_text, count, diff = self._plan(arguments, context)
+        context.check_cancel()
+        write_atomically(path, new_text)
+        added, removed = _diff_counts(diff)
+        times = "1 replacement" if count == 1 else f"{count} replacements"
+        return ToolResult(content=f"edited {shown}: {times} (+{added} -{removed} lines)\n",
+                          bytes=len(new_text.encode("utf-8")), paths=(shown,), diff=diff)
+
+
+class WriteFile(Tool):
+    name = "write_file"
+    kind = ToolKind.EDIT
+    description = ("Write a whole file, creating it (and its directories) or replacing it. "
+                   "For a change to part of a file use edit_file.")
+    parameters = _schema({
+        "path": _path_param("File path, relative to the workspace"),
+        "content": {"type": "string", "description": "The file's full new content"},
+    }, ["path", "content"])
+
+    def paths(self, arguments: dict[str, Any]) -> list[str]:
+        return [arguments["path"]]
+
+    def _plan(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str, bool, str]:
+        ws = context.workspace
+        given = arguments["path"]
+        path = ws.check(given, context, tool=self.name, purpose="write")
+        if path.is_dir():
+            raise ToolError(f"{given} is a directory")
+        created = not path.exists()
+        old_text = "" if created else _read_text(path, given)
+        shown = ws.display(path)
+        return path, shown, created, unified_diff(old_text, arguments["content"], shown, created=created)
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
+        return self._plan(arguments, context)[3]
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        path, shown, created, diff = self._plan(arguments, context)
+        context.check_cancel()
+        # The path was resolved (and checked) whole, so its parents lie where it does.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = arguments["content"]
+        write_atomically(path, content)
+        size = len(content.encode("utf-8"))
+        verb = "created" if created else "wrote"
+        return ToolResult(content=f"{verb} {shown} ({size} bytes)\n", bytes=size,
+                          paths=(shown,), diff=diff)
