@@ -14,12 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-if TYPE_CHECKING:
-    from hermes_tui.analysis.bench import BenchConfig, BenchProgress, BenchRun
+from hermes_tui.analysis.bench_results import DEFAULT_PASSES  # light: analysis.bench loads the backends
 
-# analysis.bench.DEFAULT_PASSES, not imported from there: that module loads the backends (~0.5 s),
-# too slow for building the parser (tests/test_bench.py checks the two agree).
-DEFAULT_PASSES = 5
+if TYPE_CHECKING:
+    from hermes_tui.analysis.bench_results import BenchConfig, BenchProgress, BenchRun
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -51,7 +49,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
-    from hermes_tui.analysis.bench import BenchError
+    from hermes_tui.analysis.bench_results import BenchError
     from hermes_tui.config import ConfigError
     from hermes_tui.providers.mlx_runtime import ModelUnavailable
     from hermes_tui.store import StoreError
@@ -67,14 +65,14 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from hermes_tui import paths
-    from hermes_tui.analysis import bench
+    from hermes_tui.analysis import bench, bench_results
     from hermes_tui.store import Store
 
     if args.list:
         with Store(paths.state_db_path()) as store:
-            runs = bench.list_runs(store)
+            runs = bench_results.list_runs(store)
         if args.json:
-            print(bench.to_json(runs))
+            print(bench_results.to_json(runs))
         else:
             print("\n".join(results_table(runs)) if runs else "no saved runs")
         return 0
@@ -88,14 +86,14 @@ def _run(args: argparse.Namespace) -> int:
     if measured and not args.no_save:
         with Store(paths.state_db_path()) as store:
             for run in measured:
-                bench.save_run(store, run)
+                bench_results.save_run(store, run)
     if args.csv:
         try:
-            args.csv.write_text(bench.to_csv(runs), encoding="utf-8")
+            args.csv.write_text(bench_results.to_csv(runs), encoding="utf-8")
         except OSError as exc:
-            raise bench.BenchError(f"--csv {args.csv}: cannot write ({exc.strerror or exc})") from None
+            raise bench_results.BenchError(f"--csv {args.csv}: cannot write ({exc.strerror or exc})") from None
     if args.json:
-        print(bench.to_json(runs))
+        print(bench_results.to_json(runs))
     else:
         print("\n".join(results_table(runs)))
         if measured and not args.no_save:
@@ -103,13 +101,13 @@ def _run(args: argparse.Namespace) -> int:
                   "(hermes-tui bench --list)")
     failed = [r for r in runs if r.error is not None or not r.answered]
     for run in failed:
-        print(f"hermes-tui bench: {bench.problem(run)}", file=sys.stderr)
+        print(f"hermes-tui bench: {bench_results.problem(run)}", file=sys.stderr)
     return 2 if failed else 0
 
 
 def bench_config(args: argparse.Namespace) -> "BenchConfig":
     """Flags over ``auxiliary.compression`` from config.yaml."""
-    from hermes_tui.analysis.bench import BenchConfig, BenchError
+    from hermes_tui.analysis.bench_results import BenchConfig, BenchError
     from hermes_tui.config import load_config
     from hermes_tui.providers.select import resolve_api_key
     from hermes_tui.providers.select import resolve_provider
@@ -206,7 +204,7 @@ COLUMNS = ("model", "provider", "passes", "ok", "median s", "p90 s", "prompt tok
 
 def results_table(runs: list["BenchRun"]) -> list[str]:
     """Per model: passes, successes, median and p90 duration, median speeds, memory, summary size."""
-    from hermes_tui.analysis.bench import is_success
+    from hermes_tui.analysis.bench_results import is_success
 
     rows = []
     for run in runs:

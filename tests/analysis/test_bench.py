@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from support.servers import free_port
-from hermes_tui.analysis import bench
-from hermes_tui.analysis.bench import BenchConfig, BenchRun, PassRow, run_bench
+from hermes_tui.analysis import bench, bench_results
+from hermes_tui.analysis.bench import run_bench
+from hermes_tui.analysis.bench_results import BenchConfig, BenchRun, PassRow
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
 from hermes_tui.providers.mlx_runtime import MlxRuntime
 from hermes_tui.store import Store
@@ -40,7 +41,7 @@ RUN_KEYS = {
     "id", "model", "provider", "started_at", "started", "duration_s", "load_s", "cancelled", "error",
     "machine", "settings", "outcomes", "failures", "answered", "medians", "passes",
 }
-MEDIAN_KEYS = set(bench.MEDIAN_FIELDS) | {"duration_p90_s"}
+MEDIAN_KEYS = set(bench_results.MEDIAN_FIELDS) | {"duration_p90_s"}
 
 
 class Recorder:
@@ -78,7 +79,7 @@ def api_bench(mlx_server):
 
 def check_medians(run: BenchRun) -> None:
     answered = [p for p in run.passes if p.completion_tokens is not None]
-    for name in bench.MEDIAN_FIELDS:
+    for name in bench_results.MEDIAN_FIELDS:
         values = [getattr(p, name) for p in answered if getattr(p, name) is not None]
         assert run.medians[name] == (statistics.median(values) if values else None), name
     durations = sorted(p.duration_s for p in answered)
@@ -209,7 +210,7 @@ def test_bad_settings_are_refused_before_any_work(change, message):
     cfg = BenchConfig(["m"])
     for key, value in change.items():
         setattr(cfg, key, value)
-    with pytest.raises(bench.BenchError, match=message):
+    with pytest.raises(bench_results.BenchError, match=message):
         run_bench(cfg)
 
 
@@ -248,18 +249,18 @@ def test_cancel_mid_run_stops_promptly_and_keeps_telemetry_out_of_the_log(
 def test_saved_runs_reload_from_the_store(mlx_bench, api_bench, hermes_home):
     runs = mlx_bench[0] + api_bench[0]
     with Store(hermes_home / "state.db") as store:
-        ids = [bench.save_run(store, BenchRun.from_dict(r.to_dict())) for r in runs]
+        ids = [bench_results.save_run(store, BenchRun.from_dict(r.to_dict())) for r in runs]
     assert len(set(ids)) == 2
     with Store(hermes_home / "state.db") as store:
-        listed = bench.list_runs(store)
+        listed = bench_results.list_runs(store)
         assert [r.id for r in listed] == ids[::-1]  # newest first
         for run_id, original in zip(ids, runs):
-            loaded = bench.load_run(store, run_id)
+            loaded = bench_results.load_run(store, run_id)
             assert loaded.to_dict() == {**original.to_dict(), "id": run_id}
-        assert [r.id for r in bench.list_runs(store, model=runs[0].model)] == [ids[0]]
-        bench.delete_run(store, ids[0])
+        assert [r.id for r in bench_results.list_runs(store, model=runs[0].model)] == [ids[0]]
+        bench_results.delete_run(store, ids[0])
         with pytest.raises(KeyError):
-            bench.load_run(store, ids[0])
+            bench_results.load_run(store, ids[0])
 
 
 def test_migration_3_applies_to_an_existing_v2_database(tmp_path, mlx_bench):
@@ -279,9 +280,9 @@ def test_migration_3_applies_to_an_existing_v2_database(tmp_path, mlx_bench):
         assert user_version(store.conn) == SCHEMA_VERSION == 5
         assert [m.content for m in store.load_active("s1")] == ["find the zebra", "the zebra is in crossing.py"]
         assert {h.message_id for h in store.search("zebra")} == {"m0", "m1"}
-        assert bench.list_runs(store) == []
-        run_id = bench.save_run(store, BenchRun.from_dict(mlx_bench[0][0].to_dict()))
-        assert bench.load_run(store, run_id).passes == mlx_bench[0][0].passes
+        assert bench_results.list_runs(store) == []
+        run_id = bench_results.save_run(store, BenchRun.from_dict(mlx_bench[0][0].to_dict()))
+        assert bench_results.load_run(store, run_id).passes == mlx_bench[0][0].passes
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
@@ -290,21 +291,21 @@ def test_migration_3_applies_to_an_existing_v2_database(tmp_path, mlx_bench):
 
 def test_json_export_round_trips(mlx_bench, api_bench):
     runs = mlx_bench[0] + api_bench[0]
-    text = bench.to_json(runs)
+    text = bench_results.to_json(runs)
     data = json.loads(text)
-    assert data["schema"] == bench.JSON_SCHEMA and len(data["runs"]) == 2
+    assert data["schema"] == bench_results.JSON_SCHEMA and len(data["runs"]) == 2
     for run in data["runs"]:
         assert set(run) == RUN_KEYS and set(run["medians"]) == MEDIAN_KEYS
         assert all(set(p) == PASS_KEYS for p in run["passes"])
-    assert [r.to_dict() for r in bench.from_json(text)] == [r.to_dict() for r in runs]
+    assert [r.to_dict() for r in bench_results.from_json(text)] == [r.to_dict() for r in runs]
 
 
 def test_csv_export_round_trips(mlx_bench, api_bench, tmp_path):
     runs = mlx_bench[0] + api_bench[0]
-    text = bench.to_csv(runs)
+    text = bench_results.to_csv(runs)
     lines = text.splitlines()
     assert len(lines) == 1 + 2 * PASSES and lines[0].startswith("run,run_id,model,provider,")
-    back = bench.from_csv(text)
+    back = bench_results.from_csv(text)
     assert [(r.model, r.provider) for r in back] == [(r.model, r.provider) for r in runs]
     for original, restored in zip(runs, back):
         assert restored.passes == original.passes
@@ -321,9 +322,9 @@ def test_the_bench_sample_is_derived_from_the_demo_session():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     demo = json.loads(module.SOURCE.read_text(encoding="utf-8"))
-    assert module.TARGET == bench.SAMPLE_SESSION
-    assert bench.SAMPLE_SESSION.read_text(encoding="utf-8") == module.render(demo)
-    messages = bench.load_session(bench.SAMPLE_SESSION)
+    assert module.TARGET == bench_results.SAMPLE_SESSION
+    assert bench_results.SAMPLE_SESSION.read_text(encoding="utf-8") == module.render(demo)
+    messages = bench.load_session(bench_results.SAMPLE_SESSION)
     assert len(messages) == len(demo) == 182
     assert all(len(m.content) <= module.MAX_CHARS + 60 for m in messages if m.role in ("assistant", "tool"))
 
@@ -340,7 +341,7 @@ def test_a_session_that_runs_out_of_exchanges_starts_again(tiny_model, hf_offlin
     short = tmp_path / "short.json"
     short.write_text(json.dumps(messages[:6]))  # the head, then one exchange: in the tail
     cfg = BenchConfig([str(tiny_model.q4)], passes=1, warmup=0, max_tokens=CAP, session_path=short)
-    with pytest.raises(bench.BenchError, match="no exchange to absorb"):
+    with pytest.raises(bench_results.BenchError, match="no exchange to absorb"):
         run_bench(cfg, runtime=runtime)
     # A tail budget of 80 tokens holds the last exchange (~59) only: two exchanges to absorb,
     # three attempts each, then the walk starts again.
@@ -365,7 +366,7 @@ def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["schema"] == bench.JSON_SCHEMA and len(data["runs"]) == 1
+    assert data["schema"] == bench_results.JSON_SCHEMA and len(data["runs"]) == 1
     run = data["runs"][0]
     assert set(run) == RUN_KEYS and set(run["medians"]) == MEDIAN_KEYS
     assert run["model"] == str(tiny_model.q4) and run["provider"] == "mlx" and run["error"] is None
@@ -376,7 +377,7 @@ def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
     assert [line for line in proc.stderr.splitlines() if " pass " in line][-1].split(": ", 1)[1].startswith("pass 2/2")
     # saved in the store
     with Store(hermes_home / "state.db") as store:
-        (saved,) = bench.list_runs(store)
+        (saved,) = bench_results.list_runs(store)
     assert saved.id == run["id"] and [p.duration_s for p in saved.passes] == [p["duration_s"] for p in run["passes"]]
 
 
@@ -393,19 +394,12 @@ def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_h
     assert "Traceback" not in proc.stderr
 
 
-def test_the_cli_default_pass_count_is_the_bench_default():
-    from hermes_tui.cli import bench as bench_cli
-
-    assert bench_cli.DEFAULT_PASSES == bench.DEFAULT_PASSES == BenchConfig(models=["m"]).passes
-
-
-
 def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
     from hermes_tui.summarizers.extractive import ExtractiveSummarizer
     from hermes_tui.transcript import wire_view
 
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
-    session = json.loads(bench.SAMPLE_SESSION.read_text(encoding="utf-8"))
+    session = json.loads(bench_results.SAMPLE_SESSION.read_text(encoding="utf-8"))
     first_user = next(n for n, m in enumerate(session) if m["role"] == "user")
     session[first_user] = {"role": "user", "content": [{"type": "text", "text": session[first_user]["content"]}, image]}
     path = tmp_path / "with_image.json"

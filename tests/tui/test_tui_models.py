@@ -30,8 +30,8 @@ from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList
 from support.fake_hub import FakeHub, FakeRepo
 from hermes_tui import hub, paths
 from hermes_tui.hub import downloads
-from hermes_tui.analysis import bench
-from hermes_tui.analysis.bench import BenchRun, PassRow
+from hermes_tui.analysis import bench_results
+from hermes_tui.analysis.bench_results import BenchRun, PassRow
 from hermes_tui.config import Config, load_config, save_config
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
@@ -191,7 +191,7 @@ async def test_open_import_use_as_compression_model_and_benchmark_it(config_path
 
         [row] = table_rows(bench_screen.query_one("#results", DataTable))
         assert row[0] == "tiny-q4" and row[3] == "2"  # model, when, provider, passes
-        [saved] = bench.list_runs(store)
+        [saved] = bench_results.list_runs(store)
         assert saved.model == str(imported) and len(saved.passes) == 2
         assert all(p.completion_tokens == CAP for p in saved.passes)  # the cap held
         assert saved.settings["max_tokens"] == CAP and saved.provider == "mlx"
@@ -485,7 +485,7 @@ async def test_bench_cancel_keeps_the_measured_passes_and_export_writes_csv_and_
         await pilot.press("c")
         await until(pilot, lambda: run_over(screen), "the benchmark to stop")
         await pilot.pause()
-        [run] = bench.list_runs(store)
+        [run] = bench_results.list_runs(store)
         assert run.cancelled and 1 <= len(run.passes) < passes
         assert all(p.completion_tokens is None or p.completion_tokens <= CAP for p in run.passes)
         assert screen.shown[0].cancelled and "Cancelled" in status(screen)
@@ -499,7 +499,7 @@ async def test_bench_cancel_keeps_the_measured_passes_and_export_writes_csv_and_
         def json_runs(text: str) -> bool:
             data = json.loads(text)
             [exported] = data["runs"]
-            return data["schema"] == bench.JSON_SCHEMA and (exported["id"], len(exported["passes"])) == (
+            return data["schema"] == bench_results.JSON_SCHEMA and (exported["id"], len(exported["passes"])) == (
                 run.id, len(run.passes))
 
         for fmt, check in (("csv", csv_rows), ("json", json_runs)):
@@ -528,7 +528,7 @@ async def test_bench_on_an_openai_compatible_endpoint(config_path, store, mlx_se
         assert screen.query_one("#models", SelectionList).selected == [mlx_server.model]
         screen.query_one("#base-url", Input).value = mlx_server.base_url
         await run_bench_screen(pilot, passes=1)
-        [run] = bench.list_runs(store)
+        [run] = bench_results.list_runs(store)
         assert run.provider == "openai-api" and run.settings["base_url"] == mlx_server.base_url
         assert len(run.passes) == 1 and run.passes[0].completion_tokens is not None
         [row] = table_rows(screen.query_one("#results", DataTable))
@@ -593,14 +593,14 @@ def fixed_run(model: str, started: float, durations: list[float], gen_tps: float
                 prompt_tps=2400.0, generation_tps=gen_tps, peak_memory_gb=1.25, summary_tokens=180 + 20 * i)
         for i, d in enumerate(durations, 1)
     ]
-    run.medians = bench.medians(run.passes)
+    run.medians = bench_results.medians(run.passes)
     run.duration_s = round(sum(durations) + 1.5, 4)
     return run
 
 
 def save_fixed_runs(store: Store) -> tuple[int, int]:
-    fast = bench.save_run(store, fixed_run("fixture/fast-model", T0, [0.8, 0.9, 0.85, 1.1, 0.7], 95.0))
-    slow = bench.save_run(store, fixed_run("fixture/slow-model", T0 + 86_400, [2.8, 3.1, 2.5, 3.3, 2.9], 31.0))
+    fast = bench_results.save_run(store, fixed_run("fixture/fast-model", T0, [0.8, 0.9, 0.85, 1.1, 0.7], 95.0))
+    slow = bench_results.save_run(store, fixed_run("fixture/slow-model", T0 + 86_400, [2.8, 3.1, 2.5, 3.3, 2.9], 31.0))
     return fast, slow
 
 

@@ -39,8 +39,10 @@ from textual.widgets import (
 
 from hermes_tui import hub
 from hermes_tui.hub.units import format_bytes
-from hermes_tui.analysis import bench
-from hermes_tui.analysis.bench import DEFAULT_PASSES, BenchConfig, BenchError, BenchProgress, BenchRun, is_success, problem
+from hermes_tui.analysis import bench, bench_results
+from hermes_tui.analysis.bench_results import (
+    DEFAULT_PASSES, BenchConfig, BenchError, BenchProgress, BenchRun, is_success, problem,
+)
 from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError
@@ -254,7 +256,7 @@ class BenchScreen(Screen[None]):
                     yield Input(str(DEFAULT_PASSES), id="passes", type="integer", compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Provider", classes="name")
-                    yield Select([(p, p) for p in bench.PROVIDERS], value=self._provider(), allow_blank=False,
+                    yield Select([(p, p) for p in bench_results.PROVIDERS], value=self._provider(), allow_blank=False,
                                  id="provider", compact=True)
                 with Horizontal(classes="row", id="url-row"):
                     yield Label("Base URL", classes="name")
@@ -274,10 +276,10 @@ class BenchScreen(Screen[None]):
         yield Footer()
 
     def _provider(self) -> str:
-        if self.requested_provider in bench.PROVIDERS:
+        if self.requested_provider in bench_results.PROVIDERS:
             return self.requested_provider
         aux = self.config.auxiliary.compression
-        if aux.provider in bench.PROVIDERS:
+        if aux.provider in bench_results.PROVIDERS:
             return aux.provider
         from hermes_tui.providers.mlx_runtime import gpu_available
 
@@ -346,7 +348,7 @@ class BenchScreen(Screen[None]):
     def load_history(self) -> None:
         try:
             with self._lock():
-                self.history = bench.list_runs(self.store, limit=HISTORY_LIMIT)
+                self.history = bench_results.list_runs(self.store, limit=HISTORY_LIMIT)
         except StoreError as exc:
             self.history = []
             self.status(f"Saved runs cannot be read: {exc}", error=True)
@@ -610,7 +612,7 @@ class BenchScreen(Screen[None]):
         try:
             with self._lock():
                 for run in measured:
-                    saved.append(bench.save_run(self.store, run))
+                    saved.append(bench_results.save_run(self.store, run))
         except StoreError as exc:
             self.notify(str(exc), title="Runs not saved", severity="error", timeout=15)
         self.load_history()
@@ -662,7 +664,7 @@ class BenchScreen(Screen[None]):
 
 def write_runs(runs: list[BenchRun], fmt: str, path: Path, _option: bool = False) -> Path:
     """``runs`` as CSV (a row per pass) or JSON (the whole runs) into a new file (never overwrites one)."""
-    text = bench.to_csv(runs) if fmt == "csv" else bench.to_json(runs) + "\n"
+    text = bench_results.to_csv(runs) if fmt == "csv" else bench_results.to_json(runs) + "\n"
     with open(path, "x", encoding="utf-8") as handle:
         handle.write(text)
     return path
