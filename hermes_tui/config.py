@@ -579,8 +579,8 @@ def foreign_config_problem(text: str) -> str | None:
     """
     ours = set(Config.model_fields)
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data, _ = load_yaml(text)  # bounded: this runs on files that are not ours
+    except InputError:
         for line in text.splitlines():
             if not line.strip() or line[0] in " \t#" or line.rstrip() in ("---", "..."):
                 continue
