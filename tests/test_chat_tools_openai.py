@@ -194,9 +194,15 @@ def test_history_with_calls_and_results_is_sent_as_it_is(scripted):
     assert request["messages"] == history
 
 
-def test_server_refusing_tools_is_no_tools_then_runs_without(scripted):
+@pytest.mark.parametrize("status, error", [
+    (400, "tools param requires --jinja flag"),  # llama-server
+    (400, "registry.ollama.ai/library/gemma:2b does not support tools"),  # Ollama
+    (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'),  # vLLM
+    (422, "Tool use is not supported for this model"),
+])
+def test_server_refusing_tools_is_no_tools_then_runs_without(scripted, status, error):
     server = scripted([
-        {"status": 400, "error": "tools param requires --jinja flag"},
+        {"status": status, "error": error},
         {"text": ["Plain answer."], "finish_reason": "stop"},
     ])
     client = OpenAIChatClient(server.base_url, "scripted")
@@ -207,7 +213,7 @@ def test_server_refusing_tools_is_no_tools_then_runs_without(scripted):
     assert info.value.kind == NO_TOOLS
     message = str(info.value)
     assert "does not accept tools" in message and server.base_url in message
-    assert "--jinja" in message and "\n" not in message
+    assert error in message and f"HTTP {status}" in message and "\n" not in message
     assert client.supports_tools is False
     # the same call again: the tools are left out and the reply comes
     _, done = drain(client, tools=tool_specs())
@@ -216,10 +222,11 @@ def test_server_refusing_tools_is_no_tools_then_runs_without(scripted):
 
 
 def test_other_4xx_with_tools_is_not_no_tools(scripted):
-    server = scripted([{"status": 401, "error": "invalid api key for tools access"},
-                       {"status": 400, "error": "max_tokens is too large"}])
+    server = scripted([{"status": 401, "error": "tools require a valid api key"},
+                       {"status": 400, "error": "max_tokens is too large"},
+                       {"status": 400, "error": "messages[3]: tool_call_id 'c9' has no matching tool call"}])
     client = OpenAIChatClient(server.base_url, "scripted")
-    for _ in range(2):
+    for _ in range(3):
         with pytest.raises(ChatError) as info:
             drain(client, tools=tool_specs())
         assert info.value.kind == "http_4xx", str(info.value)
@@ -239,3 +246,39 @@ def test_mlx_server_accepts_tools_for_a_model_without_a_tool_template(mlx_server
     assert not any(isinstance(e, ChatToolDelta) for e in events)
     assert client.supports_tools is True
     assert "does not support tool calling" in mlx_server.log_path.read_text()
+
+
+MALFORMED_HISTORY = MESSAGES + [
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a", oops'}},
+        {"id": "c2", "type": "function", "function": {"name": "list_dir", "arguments": '{"path": "."}'}},
+    ]},
+    {"role": "tool", "tool_call_id": "c1", "content": "arguments for read_file are not valid JSON"},
+    {"role": "tool", "tool_call_id": "c2", "content": "a.txt"},
+]
+
+
+def test_history_call_with_arguments_that_are_not_json_goes_out_as_a_json_string(scripted):
+    server = scripted([{"text": ["Retrying."], "finish_reason": "stop"}])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    client.complete(MALFORMED_HISTORY, tools=tool_specs())
+
+    (request,) = server.requests()
+    sent = request["messages"][2]["tool_calls"]
+    assert sent[0]["function"]["arguments"] == json.dumps('{"path": "a", oops')
+    assert json.loads(sent[0]["function"]["arguments"]) == '{"path": "a", oops'  # the model's text, kept
+    assert sent[1]["function"]["arguments"] == '{"path": "."}'  # valid JSON: as it was
+    assert request["messages"][3:] == MALFORMED_HISTORY[3:]
+    assert MALFORMED_HISTORY[2]["tool_calls"][0]["function"]["arguments"] == '{"path": "a", oops'  # not changed
+
+
+@pytest.mark.integration
+def test_mlx_server_accepts_a_history_call_whose_arguments_are_not_json(mlx_server):
+    # mlx_lm.server parses every call's arguments in the history; text that is not
+    # JSON made it reject the whole request (HTTP 404), so the turn could never go on.
+    client = OpenAIChatClient(mlx_server.base_url, mlx_server.model, temperature=0)
+
+    done = client.complete(MALFORMED_HISTORY, max_tokens=4, tools=tool_specs())
+
+    assert (done.usage.completion_tokens, done.usage.finish_reason) == (4, "length")
