@@ -14,6 +14,8 @@ import pytest
 
 from conftest import _stop
 from hermes_tui.chat.client import (
+    HTTP_4XX,
+    MALFORMED,
     NO_TOOLS,
     ChatDelta,
     ChatDone,
@@ -134,6 +136,34 @@ def test_interleaved_calls_without_ids_get_unique_ids(scripted):
     assert done.text == ""
 
 
+def test_pieces_without_an_index_follow_the_ids(scripted):
+    # Some servers send no index: a piece with a new id starts a call, others continue it.
+    server = scripted([{
+        "tool_calls": [
+            {"id": "c1", "index": None, "name": "read_file", "arguments": ['{"path": ', '"a.txt"}']},
+            {"id": "c2", "index": None, "name": "read_file", "arguments": ['{"path": "b.txt"}']},
+        ],
+        "finish_reason": "tool_calls",
+    }])
+    events, done = drain(OpenAIChatClient(server.base_url, "scripted"), tools=tool_specs())
+    assert [e.index for e in events if isinstance(e, ChatToolDelta)] == [0, 0, 0, 1, 1]
+    assert [(c["id"], json.loads(c["function"]["arguments"])) for c in done.tool_calls] == [
+        ("c1", {"path": "a.txt"}), ("c2", {"path": "b.txt"})]
+
+
+def test_server_indexes_need_not_start_at_zero(scripted):
+    server = scripted([{
+        "tool_calls": [
+            {"id": "c1", "index": 3, "name": "list_dir", "arguments": ["{}"]},
+            {"id": "c2", "index": 7, "name": "glob", "arguments": ['{"pattern": "*.py"}']},
+        ],
+        "finish_reason": "tool_calls",
+    }])
+    events, done = drain(OpenAIChatClient(server.base_url, "scripted"), tools=tool_specs())
+    assert {e.index for e in events if isinstance(e, ChatToolDelta)} == {0, 1}
+    assert [c["function"]["name"] for c in done.tool_calls] == ["list_dir", "glob"]
+
+
 def test_malformed_arguments_come_back_raw(scripted):
     server = scripted([{
         "tool_calls": [
@@ -229,7 +259,7 @@ def test_other_4xx_with_tools_is_not_no_tools(scripted):
     for _ in range(3):
         with pytest.raises(ChatError) as info:
             drain(client, tools=tool_specs())
-        assert info.value.kind == "http_4xx", str(info.value)
+        assert info.value.kind == HTTP_4XX, str(info.value)
     assert client.supports_tools is True
 
 
@@ -282,3 +312,13 @@ def test_mlx_server_accepts_a_history_call_whose_arguments_are_not_json(mlx_serv
     done = client.complete(MALFORMED_HISTORY, max_tokens=4, tools=tool_specs())
 
     assert (done.usage.completion_tokens, done.usage.finish_reason) == (4, "length")
+
+
+def test_tool_calls_that_are_not_a_list_of_objects_are_malformed(scripted):
+    bad = {"id": "x", "object": "chat.completion.chunk",
+           "choices": [{"index": 0, "delta": {"tool_calls": "read_file"}, "finish_reason": None}]}
+    server = scripted([{"raw": [bad]}])
+    client = OpenAIChatClient(server.base_url, "scripted")
+    with pytest.raises(ChatError) as info:
+        drain(client, tools=tool_specs())
+    assert info.value.kind == MALFORMED and "tool_calls" in str(info.value)
