@@ -224,10 +224,14 @@ def _compact_into_store(
 
 
 def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) -> int:
-    """How many input messages an interrupted replay already stored (they must match the input)."""
-    stored = [m for m, _ in store.load_all(session_id) if not m.is_marker]
+    """How many input messages an interrupted replay already stored (they must match the input).
+
+    Markers the input carried count like any other message; only those the replay's own passes
+    wrote are not input. Messages match in their wire form: parts and tool calls included.
+    """
+    stored = store.load_appended(session_id)
     for n, msg in enumerate(stored):
-        if n >= len(messages) or (msg.role, msg.content) != (messages[n].role, messages[n].content):
+        if n >= len(messages) or msg.to_openai() != messages[n].to_openai():
             raise UserError(f"{transcript}: message {n} differs from session {session_id}: not the same transcript")
     return len(stored)
 

@@ -84,6 +84,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
+from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,
@@ -173,7 +174,8 @@ class _ToolCallAssembler:
         if not self.calls:
             return None
         # "" for a call without arguments would be sent back as it is; "{}" is what it means.
-        return [tool_call(c.id, c.name, "".join(c.arguments) or "{}") for c in self.calls]
+        # model_text: a surrogate pair split between pieces is joined, a lone half replaced.
+        return [tool_call(c.id, model_text([c.name]), model_text(c.arguments) or "{}") for c in self.calls]
 
 
 class OpenAIChatClient(ChatClient):
@@ -324,6 +326,7 @@ class OpenAIChatClient(ChatClient):
         events = 0
         done = False
         stray: str | None = None  # the first line that is not SSE, to describe the body
+        held = ""  # a chunk's last character, when it is half a surrogate pair the next chunk may end
 
         while not done:
             if cancel is not None and cancel.is_set():
@@ -361,12 +364,15 @@ class OpenAIChatClient(ChatClient):
                         usage = chunk.usage
                     if chunk.finish_reason is not None:
                         finish_reason = chunk.finish_reason
-                    if chunk.text:
+                    text = held + chunk.text
+                    held = text[-1] if text and is_high_surrogate(text[-1]) else ""
+                    text = model_text([text[:len(text) - len(held)]])
+                    if text:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
-                        parts.append(chunk.text)
-                        chars += len(chunk.text)
-                        yield ChatDelta(chunk.text)
+                        parts.append(text)
+                        chars += len(text)
+                        yield ChatDelta(text)
                     for piece in chunk.tool_calls:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
@@ -380,6 +386,10 @@ class OpenAIChatClient(ChatClient):
             if events == 0 and stray is not None:
                 raise self._not_a_stream(content_type, stray)
             raise self._cut_off(chars, "ended the stream")
+
+        if held:  # its pair never came
+            parts.append(model_text([held]))
+            yield ChatDelta(parts[-1])
 
         tool_calls = calls.result()
         if tool_calls and finish_reason == "stop":
@@ -406,9 +416,11 @@ class OpenAIChatClient(ChatClient):
         if data.strip() == "[DONE]":
             return _DONE
         try:
-            body = json.loads(data)
-        except ValueError:
-            raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            body = load_json(data, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            raise self._malformed(f"a stream chunk that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a stream chunk that is a JSON {type(body).__name__}")
         if body.get("error"):
@@ -514,8 +526,8 @@ def _is_json(call: Any) -> bool:
     if not isinstance(arguments, str) or not arguments:
         return True
     try:
-        json.loads(arguments)
-    except ValueError:
+        load_json(arguments, model_output=True)
+    except InputError:  # not JSON, too deep, a number too long
         return False
     return True
 
@@ -570,8 +582,8 @@ def _sample(http: Any) -> str:
         pass
     text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
     try:  # an error object: show its message rather than the start of the JSON
-        body = json.loads(text)
-    except ValueError:
+        body = load_json(text)
+    except InputError:
         return text
     if isinstance(body, dict) and body.get("error"):
         return error_text(body["error"]) or text

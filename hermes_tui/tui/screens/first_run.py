@@ -191,7 +191,7 @@ def _provider_problem(message: str) -> tuple[str, str]:
             "Open settings and set the compression model: the base URL and model name of an "
             "OpenAI-compatible server, or an MLX model. Provider extractive needs no model at all.",
         )
-    if "model." in message or "usable model model" in message:
+    if "model." in message or "usable chat model" in message:
         return (
             "No chat model is configured",
             "Open settings and choose the chat model: the base URL and model name of an "
