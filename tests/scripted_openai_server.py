@@ -19,7 +19,8 @@ A reply in the script is one of:
   given, or null to leave it out of the pieces; ``"interleave": true`` on the reply sends the calls' pieces alternately
   (several calls forming at once, as some servers do). A usage chunk and ``[DONE]``
   end the stream;
-* ``{"raw": [chunk, ...]}``: these chunks as they are, then ``[DONE]``.
+* ``{"raw": [chunk, ...]}``: these chunks (objects, or strings sent as they are:
+  JSON text with escapes of our choosing), then ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def serve(script_path: Path, requests_path: Path) -> None:
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             for chunk in reply["raw"] if "raw" in reply else stream_chunks(reply):
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                self.wfile.write(f"data: {data}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

@@ -322,3 +322,30 @@ def test_tool_calls_that_are_not_a_list_of_objects_are_malformed(scripted):
     with pytest.raises(ChatError) as info:
         drain(client, tools=tool_specs())
     assert info.value.kind == MALFORMED and "tool_calls" in str(info.value)
+
+
+def test_history_arguments_nested_too_deep_go_out_as_a_string(scripted):
+    # json.loads raises RecursionError here, not ValueError: checked with the bounded loader
+    server = scripted([{"text": ["ok"], "finish_reason": "stop"}])
+    deep = "[" * 100_000
+    history = MESSAGES + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": deep}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "not valid JSON"},
+    ]
+    OpenAIChatClient(server.base_url, "scripted").complete(history, tools=tool_specs())
+    (request,) = server.requests()
+    assert json.loads(request["messages"][2]["tool_calls"][0]["function"]["arguments"]) == deep
+
+
+def test_a_surrogate_pair_split_between_argument_pieces_is_rebuilt(scripted):
+    server = scripted([{"raw": [
+        '{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", '
+        '"function": {"name": "write_file", "arguments": "{\\"content\\": \\"\\ud83d"}}]}}]}',
+        '{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '
+        '"\\ude00 \\ud800\\"}"}}]}, "finish_reason": "tool_calls"}]}',
+    ]}])
+    _, done = drain(OpenAIChatClient(server.base_url, "scripted"), tools=tool_specs())
+    arguments = done.tool_calls[0]["function"]["arguments"]
+    assert json.loads(arguments) == {"content": "\U0001F600 \ufffd"}
+    arguments.encode("utf-8")  # storable

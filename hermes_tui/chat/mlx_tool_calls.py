@@ -19,6 +19,7 @@ import json
 import re
 from typing import Any
 
+from ..untrusted import InputError, load_json
 from .client import ChatDelta, ChatToolDelta, tool_call
 
 _NORMAL, _TOOL = "normal", "tool"
@@ -146,8 +147,8 @@ def for_chat_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             arguments = function.get("arguments")
             if isinstance(arguments, str):
                 try:
-                    function["arguments"] = json.loads(arguments) if arguments.strip() else {}
-                except ValueError:
+                    function["arguments"] = load_json(arguments, model_output=True) if arguments.strip() else {}
+                except InputError:  # not JSON (or too deep): rendered as the text it is
                     pass
             converted.append({**call, "function": function})
         out.append({**message, "content": message.get("content") or "", "tool_calls": converted})
