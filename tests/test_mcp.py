@@ -23,6 +23,7 @@ from hermes_tui.config import McpServerConfig
 from hermes_tui.tools import (Action, Mode, Rule, Status, ToolContext, ToolRegistry, Workspace, build_request,
                               builtin_registry, decide)
 from hermes_tui.tools.mcp import McpManager, ServerStatus
+from hermes_tui.tools.mcp.launch import LaunchError, http_headers
 from hermes_tui.tools.mcp.names import namespaced
 from hermes_tui.tools.mcp.results import to_tool_result
 
@@ -206,6 +207,7 @@ def test_faulty_servers_fail_with_a_reason_and_never_block_the_others(managers, 
     assert manager.state("good").status is ServerStatus.READY
     # The silent server is still starting, and the good one answers meanwhile.
     assert manager.state("silent").status is ServerStatus.STARTING
+    assert "starting" in manager.summary()
     assert manager.call("good", "read_note", {"key": "x"}).content == "note x: remember the milk"
     assert manager.wait(timeout=START_S)
     reasons = {s.name: s.reason for s in manager.states() if s.status is ServerStatus.FAILED}
@@ -219,6 +221,7 @@ def test_faulty_servers_fail_with_a_reason_and_never_block_the_others(managers, 
     assert reasons["refused"].startswith("HTTP: ConnectError")
     result = manager.call("exits", "anything", {})
     assert result.is_error and result.content.startswith("MCP server exits is not running (failed: exited")
+    assert manager.summary() == "MCP 1/6 ready, 5 failed"
 
 
 def test_a_crash_mid_call_fails_the_call_and_the_server_until_restarted(managers, tmp_path):
@@ -312,6 +315,13 @@ def test_names_are_openai_safe_short_and_unique():
     assert len(long_a) == len(long_b) == 64 and long_a != long_b
     assert namespaced("gh", "list_issues", taken) == "gh__list_issues_2"
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in taken)
+
+
+def test_header_values_are_filled_from_the_environment_when_the_server_starts():
+    config = McpServerConfig(url="https://x/mcp", headers={"Authorization": "Bearer ${TOKEN}", "X-Id": "$ID-$ID"})
+    assert http_headers(config, {"TOKEN": "t0k", "ID": "7"}) == {"Authorization": "Bearer t0k", "X-Id": "7-7"}
+    with pytest.raises(LaunchError, match=r"^header Authorization names \$TOKEN, which is not set"):
+        http_headers(config, {"ID": "7"})
 
 
 def test_results_show_placeholders_for_what_is_not_text():

@@ -10,7 +10,8 @@ nothing else waits for it. A crash during a call fails that call and the server.
 A server's tools become ``McpTool``s named ``server__tool``, after its allow/deny list,
 each schema checked as a built-in's is (a tool the registry refuses is left out, with a
 note). ``sync(registry)`` puts the ready servers' tools into a ``ToolRegistry``;
-``on_change`` is called (from the manager's thread) whenever a server's state changes.
+``on_change`` is called whenever a server's state changes, from the manager's thread (or
+the one calling ``restart``): a UI hands it over to its own thread.
 
 Approval follows the server's ``trust``: ``ask`` asks before every call (unless an
 "always" rule allows it); ``read-only`` runs unasked only the tools the server marks
@@ -29,6 +30,7 @@ import os
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -190,7 +192,7 @@ class McpManager:
         self._lock = threading.Lock()
         self._states: dict[str, ServerState] = {}
         self._tools: dict[str, list[McpTool]] = {}
-        self._synced: dict[int, set[str]] = {}  # registry id -> names this manager put there
+        self._synced: weakref.WeakKeyDictionary[ToolRegistry, set[str]] = weakref.WeakKeyDictionary()
         self._live: dict[str, _Server] = {}
         self._calls: dict[int, anyio.CancelScope] = {}
         self._call_ids = itertools.count()
@@ -205,10 +207,6 @@ class McpManager:
 
     def start(self) -> None:
         """Start every enabled server in the background; returns at once."""
-        if self._thread is None:
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
-            self._thread.start()
         for name, config in self._configs.items():
             if config.enabled:
                 self.restart(name)
@@ -217,6 +215,8 @@ class McpManager:
         """Stop ``name`` if it runs and start it again (also a disabled or failed one)."""
         if name not in self._configs:
             raise KeyError(name)
+        if self._closed:
+            raise RuntimeError("the MCP manager is closed")
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
@@ -272,6 +272,16 @@ class McpManager:
         with self._lock:
             return [self._states[name] for name in self._configs]
 
+    def summary(self) -> str:
+        """One short line for the status bar, e.g. ``MCP 2/3 ready, 1 failed``; "" with no servers."""
+        states = [s for s in self.states() if s.reason != "disabled" or s.status is not ServerStatus.STOPPED]
+        if not states:
+            return ""
+        count = {status: sum(s.status is status for s in states) for status in ServerStatus}
+        text = f"MCP {count[ServerStatus.READY]}/{len(states)} ready"
+        extra = [f"{count[st]} {st.value}" for st in (ServerStatus.STARTING, ServerStatus.FAILED) if count[st]]
+        return ", ".join([text, *extra])
+
     def tools(self) -> list[McpTool]:
         """The tools of the servers that are ready, in config order."""
         with self._lock:
@@ -280,7 +290,7 @@ class McpManager:
     def sync(self, registry: ToolRegistry) -> None:
         """Make ``registry`` hold exactly the ready servers' tools (besides its own)."""
         wanted = {tool.name: tool for tool in self.tools()}
-        mine = self._synced.setdefault(id(registry), set())
+        mine = self._synced.setdefault(registry, set())  # the names this manager put there
         for name in list(mine):
             if name not in wanted or registry.get(name) is not wanted[name]:
                 registry.unregister(name)
