@@ -2,7 +2,8 @@
 ``python mcp_server.py http PORT`` (streamable HTTP on 127.0.0.1, served by uvicorn).
 
 Tools: a read tool, one that fails, a slow one, a large result, an image, the server's
-environment and pid, and one that kills the server in the middle of a call.
+environment and pid, one that kills the server in the middle of a call and one
+that exits a moment after it answers.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 import time
 
 from mcp.server.mcpserver import MCPServer
@@ -58,6 +60,12 @@ def environment() -> dict:
 @server.tool(description="Exits the server in the middle of the call.")
 def crash() -> str:
     os._exit(3)
+
+
+@server.tool(description="Answers, then exits a moment later.")
+def exit_soon() -> str:
+    threading.Timer(0.3, os._exit, (4,)).start()
+    return "exiting"
 
 
 if __name__ == "__main__":

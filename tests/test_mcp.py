@@ -243,6 +243,17 @@ def test_a_crash_mid_call_fails_the_call_and_the_server_until_restarted(managers
     assert registry.dispatch("a__read_note", '{"key": "k"}', context(tmp_path)).status is Status.OK
 
 
+def test_a_server_that_exits_while_idle_shows_as_failed_at_once(managers):
+    manager = managers({"a": stdio()})
+    assert manager.wait(timeout=START_S)
+    assert manager.call("a", "exit_soon", {}).content == "exiting"
+    deadline = time.monotonic() + START_S
+    while manager.state("a").status is ServerStatus.READY and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (manager.state("a").status, manager.state("a").reason) == (ServerStatus.FAILED, "exited")
+    assert manager.tools() == []
+
+
 def test_malformed_results_and_schemas_are_errors_with_a_reason(managers, tmp_path):
     manager = managers({"bad": faulty("malformed")})
     assert manager.wait(timeout=START_S)

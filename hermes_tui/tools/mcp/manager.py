@@ -179,6 +179,7 @@ class _Server:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     errlog: IO[str] | None = None
     crash: str | None = None  # set by a call that lost the connection
+    lost: asyncio.Event = field(default_factory=asyncio.Event)  # a stdio server's output ended
 
 
 class McpManager:
@@ -380,7 +381,9 @@ class McpManager:
                     server.session = session
                     self._publish(name, ServerStatus.READY, tools=tools, notes=notes,
                                   startup_ms=(time.monotonic() - started) * 1000)
-                    await anyio.sleep_forever()
+                    await server.lost.wait()
+                    tail = _stderr_tail(server.errlog)
+                    outcome = (ServerStatus.FAILED, "exited" + (f": {tail}" if tail else ""))
         except asyncio.CancelledError:
             pass  # stopped before it entered its scope
         except BaseException as exc:  # noqa: BLE001 - a server's failure is a state, never a crash of ours
@@ -412,6 +415,7 @@ class McpManager:
             # its last line explains a failed start.
             server.errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")
             read, write = await stack.enter_async_context(stdio_client(parameters, errlog=server.errlog))
+            read = await self._watched(read, server, stack)
         else:
             client = httpx2.AsyncClient(
                 headers=http_headers(config, self._environ),
@@ -419,6 +423,23 @@ class McpManager:
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
         return await stack.enter_async_context(ClientSession(read, write))
+
+    @staticmethod
+    async def _watched(read: Any, server: _Server, stack: AsyncExitStack) -> Any:
+        """``read`` passed through, setting ``server.lost`` when it ends: a stdio server that
+        exits while idle shows as failed at once, not at its next call."""
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def forward() -> None:
+            async with send:
+                async for item in read:
+                    await send.send(item)
+            server.lost.set()
+
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)  # on exit, before the group waits for forward()
+        group.start_soon(forward)
+        return receive
 
     @staticmethod
     async def _list_tools(session: ClientSession) -> list[types.Tool]:
@@ -474,7 +495,8 @@ class McpManager:
                 if exc.error.code == types.CONNECTION_CLOSED:
                     tail = _stderr_tail(server.errlog, stderr_before)
                     server.crash = "crashed during a call to " + tool + (f": {tail}" if tail else "")
-                    self._publish(name, ServerStatus.FAILED, reason=server.crash)  # now, not after its cleanup
+                    if self._live.get(name) is server:  # now, not after its cleanup
+                        self._publish(name, ServerStatus.FAILED, reason=server.crash)
                     if server.scope is not None:
                         server.scope.cancel()
                     return ToolResult.error(f"{name}: the MCP server stopped during the call (it crashed?); "
