@@ -314,6 +314,17 @@ def test_close_stops_every_server_and_reaps_its_process(tmp_path):
     assert manager.call("a", "read_note", {"key": "k"}).is_error
 
 
+def test_close_while_servers_are_starting_is_prompt_and_leaves_no_child():
+    before = children()
+    manager = McpManager({f"s{i}": stdio() for i in range(3)})
+    manager.start()
+    started = time.monotonic()
+    manager.close()
+    assert time.monotonic() - started < 15
+    assert children() - before == set()
+    assert {s.status for s in manager.states()} == {ServerStatus.STOPPED}
+
+
 # --- pure parts ---------------------------------------------------------------------------
 
 

@@ -176,7 +176,6 @@ class _Server:
     session: ClientSession | None = None
     scope: anyio.CancelScope | None = None
     task: asyncio.Task | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
     errlog: IO[str] | None = None
     crash: str | None = None  # set by a call that lost the connection
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # a stdio server's output ended
@@ -354,8 +353,11 @@ class McpManager:
         if server.scope is not None:
             server.scope.cancel()
         elif server.task is not None:
-            server.task.cancel()  # not yet inside its scope
-        await server.done.wait()
+            server.task.cancel()  # not started yet: its body (and its finally) never runs
+        if server.task is not None:
+            await asyncio.gather(server.task, return_exceptions=True)
+        if server.scope is None and self.state(server.name).status is ServerStatus.STARTING:
+            self._publish(server.name, ServerStatus.STOPPED)
 
     async def _stop_all(self) -> None:
         for scope in list(self._calls.values()):
@@ -405,7 +407,6 @@ class McpManager:
                 server.errlog.close()
             if self._live.get(name) is server:
                 self._publish(name, outcome[0], reason=outcome[1])
-            server.done.set()
 
     async def _connect(self, server: _Server, stack: AsyncExitStack) -> ClientSession:
         config = server.config
