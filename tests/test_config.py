@@ -57,6 +57,7 @@ DESIGN_DEFAULTS = {
             "max_tokens": None,
         }
     },
+    "mcp_servers": {},
 }
 
 
@@ -597,3 +598,67 @@ def test_server_name_as_provider_points_to_openai_api(tmp_path):
         ": line 3: auxiliary.compression.provider: expected one of auto, mlx, openai-api, extractive; "
         "got 'ollama' (for an OpenAI-compatible server use openai-api and set base_url)"
     )
+
+
+# --------------------------------------------------------------------------- mcp_servers
+
+
+def test_mcp_servers_stdio_and_http(tmp_path):
+    path = write(tmp_path, """\
+        mcp_servers:
+          github:
+            command: npx
+            args: [-y, server-github]
+            env: [GITHUB_TOKEN]
+            trust: read-only
+            tools: {deny: ["delete_*"]}
+          docs:
+            url: https://example.com/mcp
+            headers: {Authorization: "Bearer ${DOCS_TOKEN}"}
+            env_note_is_not_a_key: 1
+        """)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: line 11: mcp_servers.docs.env_note_is_not_a_key: unknown key")
+    path.write_text(path.read_text().replace("    env_note_is_not_a_key: 1\n", ""))
+    servers = load_config(path).mcp_servers
+    assert servers["github"].transport == "stdio" and servers["docs"].transport == "http"
+    assert servers["github"].env == {"GITHUB_TOKEN": "$GITHUB_TOKEN"}  # a list names variables passed as they are
+    assert servers["github"].tools.deny == ["delete_*"] and servers["github"].tools.allow is None
+    assert servers["docs"].trust == "ask" and servers["docs"].enabled is True
+
+
+@pytest.mark.parametrize("server, line, expected", [
+    ('{command: x, env: {TOKEN: ghp_abc123}}', 2,
+     "mcp_servers.a.env: TOKEN must name a variable of our environment ($NAME), not hold a value"),
+    ('{command: x, env: [not-a-name]}', 2, "mcp_servers.a.env: a list of variable names to pass"),
+    ('{url: "https://x/mcp", headers: {Authorization: "Bearer abc123"}}', 2,
+     "mcp_servers.a.headers: header Authorization must take its value from the environment"),
+    ('{command: x, url: "https://x/mcp"}', 2, "mcp_servers.a: set either command (stdio) or url"),
+    ('{trust: yes-please, command: x}', 2, "mcp_servers.a.trust: expected one of ask, read-only, trusted"),
+    ('{command: x, timeout: 0}', 2, "mcp_servers.a.timeout: must be greater than 0"),
+    ('{command: x, tools: {allow: read}}', 2, "mcp_servers.a.tools.allow: "),
+])
+def test_mcp_server_errors_are_one_line_and_never_echo_a_secret(tmp_path, server, line, expected):
+    error = load_error(tmp_path, f"mcp_servers:\n  a: {server}\n")
+    assert f": line {line}: {expected}" in str(error)
+    assert "ghp_abc123" not in str(error) and "abc123" not in str(error)
+
+
+def test_mcp_server_name_must_be_tool_safe(tmp_path):
+    error = load_error(tmp_path, 'mcp_servers:\n  "my server": {command: x}\n')
+    assert "mcp_servers: server name 'my server': use 1-32 letters, digits, _ or -" in str(error)
+
+
+def test_mcp_servers_round_trip_through_save(tmp_path):
+    path = write(tmp_path, """\
+        mcp_servers:
+          gh: {command: npx, env: {GH: $GITHUB_TOKEN}, cwd: ~/src}
+          web: {url: "http://127.0.0.1:9/mcp", headers: {X-Key: "${WEB_KEY}"}, enabled: false}
+        """)
+    config = load_config(path)
+    save_config(config, path)
+    assert load_config(path) == config
+    assert "mcp_servers:" in path.read_text() and "  gh:\n    command: npx" in path.read_text()
+    changed = apply_overrides(config, {"mcp_servers.web.enabled": True})
+    assert changed.mcp_servers["web"].enabled and not config.mcp_servers["web"].enabled

@@ -30,9 +30,26 @@ Failures (``ChatError.kind``):
   body ended after N characters without ``finish_reason``/``[DONE]``). Cut-off is
   MALFORMED, not REFUSED, for the same reason as in the summarizer: the server did
   answer, the answer is incomplete. The message says how many characters arrived.
+* ``NO_TOOLS``: an error status that says the request's tools cannot be used (see
+  Tools below); the same call again is sent without them.
 * ``CANCELLED``: ``cancel`` was set. It is seen within ``openai_http.CANCEL_POLL_S``
   even while the server sends nothing (before the headers or mid-stream), and the
   connection is closed.
+
+Tools: ``tools`` goes into the request only when it is non-empty. Streamed
+``delta.tool_calls`` pieces are assembled by their ``index`` (a server that sends none
+continues the last call unless a piece brings a new ``id``): the id and name come with
+a call's first piece, the arguments in pieces, each yielded as a ``ChatToolDelta``. The
+``ChatDone`` holds the assembled calls as they came (arguments never checked here), a
+call without an id gets a generated one, and a reply with calls that the server ended
+with "stop" ends with "tool_calls" (servers differ; the caller acts on the calls). An
+endpoint that rejects a request with tools and says why in words mentioning tools
+(``llama-server`` without ``--jinja``, a model whose template has none) is ``NO_TOOLS``,
+and the client's ``supports_tools`` turns False, so the same call repeated runs without
+tools. A call in the history whose arguments are not JSON (the model's malformed call,
+kept as it came) goes out with its text as a JSON string: ``mlx_lm.server`` parses
+every call's arguments and rejects the whole request otherwise (HTTP 404), so the
+model could never be told to correct it.
 
 Usage comes from the server's last usage chunk (``prompt_tokens``, ``completion_tokens``,
 ``prompt_tokens_details.cached_tokens``); a server that sends none leaves those fields
@@ -46,10 +63,11 @@ is no config key for the timeout, so messages state it in seconds.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -72,12 +90,15 @@ from .client import (
     DEFAULT_MAX_TOKENS,
     HTTP_5XX,
     MALFORMED,
+    NO_TOOLS,
     TIMEOUT,
     ChatClient,
     ChatDelta,
     ChatDone,
     ChatError,
+    ChatToolDelta,
     Usage,
+    tool_call,
 )
 
 # Local servers do not check the key, but the SDK refuses to start without one.
@@ -94,9 +115,67 @@ class _Chunk:
     text: str = ""
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the delta's pieces
 
 
 _DONE = object()  # the ``data: [DONE]`` sentinel
+
+
+@dataclass
+class _PartialCall:
+    id: str | None
+    name: str
+    arguments: list[str]
+
+
+class _ToolCallAssembler:
+    """Streamed ``tool_calls`` pieces → complete calls, in the order they began."""
+
+    def __init__(self) -> None:
+        self.calls: list[_PartialCall] = []
+        self._by_index: dict[int, int] = {}  # the server's index → position in ``calls``
+
+    def add(self, piece: dict[str, Any]) -> ChatToolDelta:
+        call_id = piece.get("id") if isinstance(piece.get("id"), str) and piece.get("id") else None
+        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        name = function.get("name") if isinstance(function.get("name"), str) else None
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):  # some servers send the object itself
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        position = self._position(piece.get("index"), call_id)
+        call = self.calls[position]
+        if call_id and call.id is None:
+            call.id = call_id
+        if name and name != call.name:
+            # The name comes whole in the first piece; a server that repeats it is not
+            # taken to extend it, one that splits it is.
+            call.name += name
+        call.arguments.append(arguments)
+        return ChatToolDelta(index=position, id=call_id, name=name, arguments=arguments)
+
+    def _position(self, index: Any, call_id: str | None) -> int:
+        if isinstance(index, int) and not isinstance(index, bool):
+            if index not in self._by_index:
+                self._by_index[index] = len(self.calls)
+                self.calls.append(_PartialCall(None, "", []))
+            return self._by_index[index]
+        # No index: a new id starts a call, anything else continues the last one.
+        if call_id is not None:
+            for position, call in enumerate(self.calls):
+                if call.id == call_id:
+                    return position
+        if not self.calls or (call_id is not None and self.calls[-1].id is not None):
+            self.calls.append(_PartialCall(None, "", []))
+        return len(self.calls) - 1
+
+    def result(self) -> list[dict[str, Any]] | None:
+        if not self.calls:
+            return None
+        # "" for a call without arguments would be sent back as it is; "{}" is what it means.
+        # model_text: a surrogate pair split between pieces is joined, a lone half replaced.
+        return [tool_call(c.id, model_text([c.name]), model_text(c.arguments) or "{}") for c in self.calls]
 
 
 class OpenAIChatClient(ChatClient):
@@ -119,6 +198,8 @@ class OpenAIChatClient(ChatClient):
         temperature: float | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
+        # Assumed until the endpoint refuses a request with tools (NO_TOOLS).
+        self.supports_tools = True
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name = model
@@ -152,15 +233,17 @@ class OpenAIChatClient(ChatClient):
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
-    ) -> Iterator[ChatDelta | ChatDone]:
-        """Yield ``ChatDelta`` per piece of text, then one ``ChatDone``.
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
+        """Yield ``ChatDelta`` per piece of text and ``ChatToolDelta`` per piece of a
+        tool call, then one ``ChatDone``.
 
         A generator: the request is sent on the first ``next()``; closing it early
         closes the connection (the server notices and stops generating).
         """
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": _json_arguments(messages),
             "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -169,6 +252,8 @@ class OpenAIChatClient(ChatClient):
             params["temperature"] = self.temperature
         if stop:
             params["stop"] = list(stop)
+        if tools and self.supports_tools:
+            params["tools"] = list(tools)
 
         if cancel is not None and cancel.is_set():
             raise self._cancelled(0)
@@ -189,11 +274,20 @@ class OpenAIChatClient(ChatClient):
         except openai.OpenAIError as exc:
             if limits.stopped == LIMITS_CANCELLED:
                 raise self._cancelled(0) from exc
-            raise self._send_failure(exc) from exc
+            raise self._send_failure(exc, with_tools="tools" in params) from exc
 
-    def _send_failure(self, exc: openai.OpenAIError) -> ChatError:
+    def _send_failure(self, exc: openai.OpenAIError, *, with_tools: bool = False) -> ChatError:
         if isinstance(exc, openai.APIStatusError):
-            return ChatError(*status_failure(self._endpoint, exc))
+            kind, message = status_failure(self._endpoint, exc)
+            if with_tools and _refuses_tools(exc):
+                self.supports_tools = False
+                return ChatError(
+                    NO_TOOLS,
+                    f"model endpoint {self.base_url} does not accept tools for model {self.model!r}"
+                    f" (HTTP {exc.status_code}: {error_text(exc.body) or 'no details'}): the chat "
+                    "goes on without tools",
+                )
+            return ChatError(kind, message)
         if isinstance(exc, openai.APITimeoutError):
             return ChatError(
                 TIMEOUT,
@@ -205,7 +299,9 @@ class OpenAIChatClient(ChatClient):
         # anything else the SDK raises
         return ChatError(MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}")
 
-    def _read(self, http: Any, started: float, limits: CallLimits) -> Iterator[ChatDelta | ChatDone]:
+    def _read(
+        self, http: Any, started: float, limits: CallLimits
+    ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         """Read the event stream of ``http`` (an httpx response whose body is unread).
 
         ``limits`` apply around each read, never across a ``yield``: the consumer runs
@@ -225,6 +321,7 @@ class OpenAIChatClient(ChatClient):
         finish_reason: str | None = None
         usage: dict[str, Any] | None = None
         first_text_at: float | None = None
+        calls = _ToolCallAssembler()
         data: list[str] = []  # the data lines of the event being read
         events = 0
         done = False
@@ -276,6 +373,12 @@ class OpenAIChatClient(ChatClient):
                         parts.append(text)
                         chars += len(text)
                         yield ChatDelta(text)
+                    for piece in chunk.tool_calls:
+                        if first_text_at is None:
+                            first_text_at = time.perf_counter()
+                        tool_delta = calls.add(piece)
+                        chars += len(tool_delta.arguments)
+                        yield tool_delta
             if line is None:
                 break
 
@@ -288,11 +391,15 @@ class OpenAIChatClient(ChatClient):
             parts.append(model_text([held]))
             yield ChatDelta(parts[-1])
 
+        tool_calls = calls.result()
+        if tool_calls and finish_reason == "stop":
+            finish_reason = "tool_calls"
         usage = usage or {}
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         yield ChatDone(
             text="".join(parts),
+            tool_calls=tool_calls,
             usage=Usage(
                 prompt_tokens=int_or_none(usage.get("prompt_tokens")),
                 completion_tokens=int_or_none(usage.get("completion_tokens")),
@@ -340,6 +447,11 @@ class OpenAIChatClient(ChatClient):
             if content is not None and not isinstance(content, str):
                 raise self._malformed(f"a stream chunk whose content is a {type(content).__name__}")
             chunk.text = content or ""
+            pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if pieces is not None:
+                if not isinstance(pieces, list) or not all(isinstance(p, dict) for p in pieces):
+                    raise self._malformed("a stream chunk whose tool_calls is not a list of objects")
+                chunk.tool_calls = pieces
             reason = choice.get("finish_reason")
             chunk.finish_reason = reason if isinstance(reason, str) else None
         return chunk
@@ -384,6 +496,52 @@ class OpenAIChatClient(ChatClient):
             CANCELLED,
             f"reply from model endpoint {self.base_url} cancelled after {chars} characters",
         )
+
+
+def _json_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every call's arguments JSON text (see the module docstring).
+
+    The list itself when nothing needs it (the common case: no copy)."""
+    out: list[dict[str, Any]] | None = None
+    for position, message in enumerate(messages):
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls or all(_is_json(c) for c in calls):
+            continue
+        if out is None:
+            out = list(messages)
+        fixed = []
+        for call in calls:
+            if not _is_json(call):
+                function = call["function"]
+                call = {**call, "function": {**function, "arguments": json.dumps(function["arguments"], ensure_ascii=False)}}
+            fixed.append(call)
+        out[position] = {**message, "tool_calls": fixed}
+    return messages if out is None else out
+
+
+def _is_json(call: Any) -> bool:
+    """A call whose arguments a server can parse (or one this cannot repair)."""
+    function = call.get("function") if isinstance(call, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(arguments, str) or not arguments:
+        return True
+    try:
+        load_json(arguments, model_output=True)
+    except InputError:  # not JSON, too deep, a number too long
+        return False
+    return True
+
+
+def _refuses_tools(exc: openai.APIStatusError) -> bool:
+    """An error reply that says the request's tools are the trouble (not the key or quota)."""
+    if exc.status_code in (401, 403, 429) or not (400 <= exc.status_code < 500 or exc.status_code == 500):
+        return False
+    words = f"{error_text(exc.body)} {exc.message}".lower()
+    # "does not support tools", "tools param requires --jinja", "tool choice requires
+    # --enable-auto-tool-choice": tools named together with why they cannot be used. A
+    # complaint about one tool message in the history names tools without such a word.
+    return ("tool" in words or "function call" in words) and any(
+        word in words for word in ("support", "requir", "enable", "allow", "accept"))
 
 
 def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 5.0) -> list[str]:

@@ -20,6 +20,7 @@ from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import LogFileError, setup_logging
+from hermes_tui.cli.mcp import add_parser as add_mcp_parser
 from hermes_tui.cli.models import add_parser as add_models_parser
 from hermes_tui.analysis.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_eval_parser(sub)
     add_models_parser(sub)
+    add_mcp_parser(sub)
     return parser
 
 

@@ -417,8 +417,12 @@ class MlxRuntime:
             model.set_dtype(mx.float32)
         return LoadedModel(name, path, model, tokenizer, config)
 
-    def prompt_tokens(self, loaded: LoadedModel, messages: list[dict[str, Any]]) -> list[int]:
-        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    def prompt_tokens(
+        self, loaded: LoadedModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+    ) -> list[int]:
+        # ``tools`` reach the Hugging Face template, which renders them its own way.
+        extra = {"tools": tools} if tools else {}
+        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra)
         return list(loaded.tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, loaded: LoadedModel, messages: list[dict[str, Any]], **options: Any) -> GenerationStats:
@@ -442,15 +446,17 @@ class MlxRuntime:
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
         on_done: Callable[[], None] | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> MlxJob:
         """Queue one generation and return its job (``result()`` waits for it).
 
         ``on_text`` receives each text segment as it is decoded (on the MLX thread);
         ``on_done`` is called once when the job ends, after its last ``on_text``.
+        ``tools`` (OpenAI function specs) are rendered into the prompt by the chat template.
         """
         started = time.perf_counter()
         deadline = started + timeout if timeout else None
-        tokens = self.prompt_tokens(loaded, messages)  # the tokenizer only: no MLX
+        tokens = self.prompt_tokens(loaded, messages, tools)  # the tokenizer only: no MLX
         worker = self._mlx
 
         def run() -> GenerationStats:

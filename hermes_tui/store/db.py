@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 import urllib.parse
 from contextlib import closing, contextmanager
@@ -25,6 +26,14 @@ from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 BUSY_TIMEOUT_MS = 5_000
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
+# Database files this process has open, with how many connections. SQLite's locks are
+# POSIX advisory locks, which a process loses on every descriptor of a file as soon as
+# any one of them is closed: reading the header of a file this process already holds
+# would drop its connections' locks, and another process would then checkpoint and
+# delete the write-ahead log under them. A file open here was checked when it opened.
+_open_here: dict[Path, int] = {}
+_open_here_lock = threading.Lock()
+
 
 class StoreError(Exception):
     """A store problem, as one line naming the database and what to do."""
@@ -38,8 +47,12 @@ def open_database(path: Path) -> sqlite_utils.Database:
     """
     path = Path(path)
     _create_private(path)
+    key = path.resolve()
     with translate_errors(path):
-        check_ownership_read_only(path)
+        with _open_here_lock:
+            checked_here = _open_here.get(key, 0) > 0
+        if not checked_here:
+            check_ownership_read_only(path)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -56,7 +69,23 @@ def open_database(path: Path) -> sqlite_utils.Database:
         except BaseException:
             conn.close()
             raise
+    with _open_here_lock:
+        _open_here[key] = _open_here.get(key, 0) + 1
     return sqlite_utils.Database(conn)
+
+
+def close_database(path: Path, conn: sqlite3.Connection) -> None:
+    """Close a connection ``open_database`` made for ``path``."""
+    key = Path(path).resolve()
+    try:
+        conn.close()
+    finally:
+        with _open_here_lock:
+            left = _open_here.get(key, 0) - 1
+            if left > 0:
+                _open_here[key] = left
+            else:
+                _open_here.pop(key, None)
 
 
 def _create_private(path: Path) -> None:

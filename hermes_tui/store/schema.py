@@ -70,7 +70,7 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts (rowid, content, tool_names) VALUES (new.rowid, new.content, new.tool_names);
     END;
     """,
-    # 3: benchmark runs (hermes_tui.bench), kept so models can be compared across days.
+    # 3: benchmark runs (hermes_tui.analysis.bench), kept so models can be compared across days.
     #    One row per model run; the machine, the settings, the per-pass rows and the
     #    medians are JSON documents whose shape bench.py owns.
     """

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
 from hermes_tui.faults import crash_point
 from hermes_tui.store import lease
-from hermes_tui.store.db import StoreError, open_database, translate_errors
+from hermes_tui.store.db import StoreError, close_database, open_database, translate_errors
 from hermes_tui.store.lease import SessionBusy
 from hermes_tui.transcript import Message
 
@@ -60,9 +60,13 @@ class Store:
         self.conn = self.db.conn
         self._next_position: dict[str, int] = {}
         self._leases: dict[str, _Held] = {}
+        self._closed = False
 
     def close(self) -> None:
-        """Give up every lease this store holds, then close the connection."""
+        """Give up every lease this store holds, then close the connection (once)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             for session_id in list(self._leases):
                 self._give_up(session_id)
@@ -70,7 +74,7 @@ class Store:
             pass  # left behind, the lease is taken over once this process has exited
         finally:
             self._leases.clear()
-            self.conn.close()
+            close_database(self.path, self.conn)
 
     def __enter__(self) -> "Store":
         return self

@@ -58,6 +58,7 @@ def test_counters_equal_what_the_passes_saved_over_five_passes_and_after_a_resum
 
     # A new process: the transcript comes back from the store, the counters from the marker.
     with Store(path) as store:
+        store.acquire_lease(session_id)  # as every writer that resumes a session does
         loaded = store.load_active(session_id)
         assert [m.id for m in loaded] == [m.id for m in session.conv.messages]
         resumed = StoredSession(store, session_id, loaded)

@@ -439,6 +439,7 @@ class CompactionMachine(RuleBasedStateMachine):
         self.store.flush(self.session_id, self.conv.messages)
         self.store.close()
         self.store = Store(self.db_dir / "state.db")
+        self.store.acquire_lease(self.session_id)  # as every writer that resumes a session does
         loaded = self.store.load_active(self.session_id)
         assert [_row(m) for m in loaded] == [_row(m) for m in self.conv.messages], "the store lost the transcript"
         by_id = {m.id: m for m in loaded}

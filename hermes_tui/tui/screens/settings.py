@@ -252,7 +252,9 @@ class SettingsScreen(Screen[Config | None]):
         try:
             refuse_foreign_config(self.config_path)
         except ConfigError as exc:
-            return f"{exc} — Save is refused: hermes-tui never rewrites a file that is not its own."
+            # What does not load comes first (its line); then why Save is refused.
+            return (f"{self.load_error} — {exc} — Save is refused: hermes-tui never rewrites a file "
+                    "that is not its own.")
         return (f"{self.load_error} — the form shows the defaults; Save replaces the file "
                 f"(the old one is kept beside it as {self.config_path.name}.<time>.bak).")
 
