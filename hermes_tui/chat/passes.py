@@ -1,0 +1,114 @@
+"""Compaction passes in the background while the agent works, one at a time.
+
+The agent loop asks for a pass after each completed exchange (``request``); a worker
+thread plans it on a snapshot (``Session.plan_pass``, the summarizer runs outside the
+lock) and the loop publishes it between model calls (``publish_ready``), so a splice
+never lands while a request is being built. A request made while a pass is running is
+remembered and started once that one is published: passes never overlap, and none
+asked for is dropped. The loop waits for a pass (``settle``) only when the next request
+would not fit the window, and at the end of the turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Callable
+
+from hermes_tui.compaction.engine import PassReport
+from hermes_tui.compaction.state import PassResult
+from hermes_tui.logs import get_logger
+
+if TYPE_CHECKING:
+    from hermes_tui.chat.session import Session
+
+log = get_logger("passes")
+
+MICRO, BATCH = "micro", "batch"
+
+
+class BackgroundPasses:
+    def __init__(self, session: Session, on_published: Callable[[PassReport], None] | None = None) -> None:
+        self.session = session
+        self.on_published = on_published
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._planned: PassResult | None = None
+        self._kind: str | None = None  # the pass in flight (planning or planned)
+        self._wanted: str | None = None  # asked for while one was in flight
+        self.published: list[PassReport] = []
+
+    @property
+    def busy(self) -> bool:
+        return self._kind is not None
+
+    @property
+    def waiting(self) -> bool:
+        """A pass was asked for and has not started yet."""
+        return self._wanted is not None
+
+    def request(self, kind: str = MICRO) -> None:
+        """Run a pass of ``kind`` now, or after the one in flight (a batch request wins)."""
+        with self._lock:
+            if self._kind is not None:
+                if self._wanted != BATCH:
+                    self._wanted = kind
+                return
+            self._start(kind)
+
+    def _start(self, kind: str) -> None:
+        self._kind = kind
+        self.session.begin_work()  # the session keeps its lease until the pass has landed
+        self._thread = threading.Thread(target=self._plan, args=(kind,), name=f"{kind} pass", daemon=True)
+        self._thread.start()
+
+    def _plan(self, kind: str) -> None:
+        try:
+            planned = self.session.plan_pass() if kind == MICRO else self.session.plan_compress()
+        except Exception:  # a bug must not break the turn: the transcript stays as it is
+            log.exception("%s pass failed while planning; the transcript is unchanged", kind)
+            planned = None
+        with self._lock:
+            self._planned = planned
+            if planned is None:
+                self._finished()
+
+    def _finished(self) -> None:
+        """(under ``_lock``) The pass in flight is over: start the one asked for meanwhile."""
+        self._kind, self._planned = None, None
+        self.session.end_work()
+        wanted, self._wanted = self._wanted, None
+        if wanted is not None:
+            self._start(wanted)
+
+    def publish_ready(self) -> PassReport | None:
+        """Publish the planned pass, if one is ready (the loop calls this between model calls)."""
+        with self._lock:
+            planned = self._planned
+            if planned is None:
+                return None
+            try:
+                report = self.session.publish_pass(planned)
+            except Exception:
+                log.exception("%s pass failed while publishing; the transcript is unchanged", planned.kind)
+                report = None
+            self._finished()
+        if report is not None:
+            self.published.append(report)
+            if self.on_published:
+                self.on_published(report)
+        return report
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for every pass in flight or asked for, publishing each."""
+        while True:
+            thread = self._thread
+            if thread is not None:
+                thread.join(timeout)
+                if thread.is_alive():
+                    return
+            self.publish_ready()
+            with self._lock:
+                if self._kind is None:
+                    return
+                if self._thread is thread and self._planned is None and not thread.is_alive():
+                    return
