@@ -6,11 +6,20 @@ yields ``ChatDelta`` pieces of text as they are generated, then exactly one
 ``ChatDone`` with the whole text and what the call cost. Every failure is a
 ``ChatError`` whose ``kind`` says what happened (telemetry carries the kind, the UI
 shows the one-line message).
+
+Tools: a call given ``tools`` (OpenAI function specs) may also yield ``ChatToolDelta``
+pieces of tool calls as they form (for display only), and its ``ChatDone`` then holds
+the complete calls in OpenAI message format, in order. Calls are never validated here:
+arguments that are not JSON, or a name no tool has, come back as they were generated,
+for the caller to answer with an error result the model can correct. A client whose
+model cannot take tools says so in ``supports_tools`` and runs a call given tools
+without them.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -25,8 +34,10 @@ from ..summarizers.base import (
     UNAVAILABLE,
 )
 
-# The summarizer failure kinds, plus one: the caller cancelled the call.
+# The summarizer failure kinds, plus two: the caller cancelled the call, and the
+# endpoint refused a request because it carried tools (retry it without them).
 CANCELLED = "cancelled"
+NO_TOOLS = "no_tools"
 
 # A reply's cap when neither the caller nor the client names one: model.max_tokens's default.
 DEFAULT_MAX_TOKENS: int = ModelConfig.model_fields["max_tokens"].default
@@ -37,6 +48,7 @@ __all__ = [
     "HTTP_4XX",
     "HTTP_5XX",
     "MALFORMED",
+    "NO_TOOLS",
     "REFUSED",
     "TIMEOUT",
     "UNAVAILABLE",
@@ -44,8 +56,11 @@ __all__ = [
     "ChatDelta",
     "ChatDone",
     "ChatError",
+    "ChatToolDelta",
     "Usage",
     "collect",
+    "new_call_id",
+    "tool_call",
 ]
 
 
@@ -67,9 +82,9 @@ class Usage:
     prompt_tps: float | None = None  # prompt processing speed (MLX only)
     generation_tps: float | None = None  # generation speed (MLX only)
     peak_memory_gb: float | None = None  # (MLX only)
-    finish_reason: str | None = None  # "stop", "length" (cut off by max_tokens), ...
+    finish_reason: str | None = None  # "stop", "length" (cut off by max_tokens), "tool_calls", ...
     duration_s: float = 0.0  # from sending the request to the end of the reply
-    time_to_first_token_s: float | None = None  # to the first piece of text; None if none came
+    time_to_first_token_s: float | None = None  # to the first piece of text or of a tool call; None if none came
 
 
 @dataclass
@@ -80,11 +95,47 @@ class ChatDelta:
 
 
 @dataclass
+class ChatToolDelta:
+    """A piece of a tool call as it streams in, for showing the call while it forms.
+
+    ``index`` numbers the calls of one reply from 0; ``id`` and ``name`` come with a
+    call's first piece (None in the pieces after it, and None when the provider only
+    knows them once the call is complete); ``arguments`` is this piece of the
+    arguments' JSON text, not the whole. ``ChatDone.tool_calls`` is the authority.
+    """
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass
 class ChatDone:
-    """The end of a reply: the whole text (all deltas joined) and the final usage."""
+    """The end of a reply: the whole text (all deltas joined) and the final usage.
+
+    ``tool_calls``: the complete calls, in order, in OpenAI message format
+    (``tool_call``), or None when the reply called no tool. ``usage.finish_reason`` is
+    "tool_calls" when the model stopped to call them.
+    """
 
     text: str
     usage: Usage
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+def new_call_id() -> str:
+    """A unique id for a tool call that came without one."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def tool_call(call_id: str | None, name: str, arguments: str) -> dict[str, Any]:
+    """One tool call as an assistant message carries it; ``arguments`` is JSON text."""
+    return {
+        "id": call_id or new_call_id(),
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
 
 
 @runtime_checkable
@@ -98,6 +149,8 @@ class ChatClient(Protocol):
     model_name: str
     #: the longest reply when a call names no cap (``model.max_tokens`` in config.yaml)
     max_tokens: int = DEFAULT_MAX_TOKENS
+    #: whether a call's ``tools`` reach the model (False: they are left out of the call)
+    supports_tools: bool = False
 
     def stream(
         self,
@@ -106,11 +159,14 @@ class ChatClient(Protocol):
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
-    ) -> Iterator[ChatDelta | ChatDone]:
-        """Yield ``ChatDelta`` pieces, then exactly one ``ChatDone``.
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
+        """Yield ``ChatDelta`` and ``ChatToolDelta`` pieces, then exactly one ``ChatDone``.
 
-        ``max_tokens`` None: the client's own ``max_tokens``.
-        Raises ``ChatError``; kind ``CANCELLED`` when ``cancel`` was set mid-call.
+        ``max_tokens`` None: the client's own ``max_tokens``. ``tools``: the OpenAI
+        ``tools=[...]`` list (``ToolRegistry.specs()``); None or empty: a text-only call.
+        Raises ``ChatError``; kind ``CANCELLED`` when ``cancel`` was set mid-call,
+        ``NO_TOOLS`` when the endpoint refused the request because of ``tools``.
         Closing the iterator early releases the call's resources.
         """
         ...
@@ -122,15 +178,16 @@ class ChatClient(Protocol):
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> ChatDone:
         """The whole reply at once (consumes ``stream``). Raises ``ChatError``."""
         return collect(
-            self.stream(messages, max_tokens=max_tokens, stop=stop, cancel=cancel),
+            self.stream(messages, max_tokens=max_tokens, stop=stop, cancel=cancel, tools=tools),
             model_name=getattr(self, "model_name", "?"),
         )
 
 
-def collect(events: Iterable[ChatDelta | ChatDone], *, model_name: str = "?") -> ChatDone:
+def collect(events: Iterable[ChatDelta | ChatToolDelta | ChatDone], *, model_name: str = "?") -> ChatDone:
     """Consume a ``stream`` and return its ``ChatDone``.
 
     A stream that ends without a ``ChatDone`` is a provider bug; it is reported as a

@@ -34,6 +34,18 @@ Failures (``ChatError.kind``):
   even while the server sends nothing (before the headers or mid-stream), and the
   connection is closed.
 
+Tools: ``tools`` goes into the request only when it is non-empty. Streamed
+``delta.tool_calls`` pieces are assembled by their ``index`` (a server that sends none
+continues the last call unless a piece brings a new ``id``): the id and name come with
+a call's first piece, the arguments in pieces, each yielded as a ``ChatToolDelta``. The
+``ChatDone`` holds the assembled calls as they came (arguments never checked here), a
+call without an id gets a generated one, and a reply with calls that the server ended
+with "stop" ends with "tool_calls" (servers differ; the caller acts on the calls). An
+endpoint that rejects a request with tools and says why in words mentioning tools
+(``llama-server`` without ``--jinja``, a model whose template has none) is ``NO_TOOLS``,
+and the client's ``supports_tools`` turns False, so the same call repeated runs without
+tools.
+
 Usage comes from the server's last usage chunk (``prompt_tokens``, ``completion_tokens``,
 ``prompt_tokens_details.cached_tokens``); a server that sends none leaves those fields
 None. ``prompt_tps``, ``generation_tps`` and ``peak_memory_gb`` are MLX-only and stay
@@ -50,7 +62,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -72,12 +84,15 @@ from .client import (
     DEFAULT_MAX_TOKENS,
     HTTP_5XX,
     MALFORMED,
+    NO_TOOLS,
     TIMEOUT,
     ChatClient,
     ChatDelta,
     ChatDone,
     ChatError,
+    ChatToolDelta,
     Usage,
+    tool_call,
 )
 
 # Local servers do not check the key, but the SDK refuses to start without one.
@@ -94,9 +109,66 @@ class _Chunk:
     text: str = ""
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the delta's pieces
 
 
 _DONE = object()  # the ``data: [DONE]`` sentinel
+
+
+@dataclass
+class _PartialCall:
+    id: str | None
+    name: str
+    arguments: list[str]
+
+
+class _ToolCallAssembler:
+    """Streamed ``tool_calls`` pieces → complete calls, in the order they began."""
+
+    def __init__(self) -> None:
+        self.calls: list[_PartialCall] = []
+        self._by_index: dict[int, int] = {}  # the server's index → position in ``calls``
+
+    def add(self, piece: dict[str, Any]) -> ChatToolDelta:
+        call_id = piece.get("id") if isinstance(piece.get("id"), str) and piece.get("id") else None
+        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        name = function.get("name") if isinstance(function.get("name"), str) else None
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):  # some servers send the object itself
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        position = self._position(piece.get("index"), call_id)
+        call = self.calls[position]
+        if call_id and call.id is None:
+            call.id = call_id
+        if name and name != call.name:
+            # The name comes whole in the first piece; a server that repeats it is not
+            # taken to extend it, one that splits it is.
+            call.name += name
+        call.arguments.append(arguments)
+        return ChatToolDelta(index=position, id=call_id, name=name, arguments=arguments)
+
+    def _position(self, index: Any, call_id: str | None) -> int:
+        if isinstance(index, int) and not isinstance(index, bool):
+            if index not in self._by_index:
+                self._by_index[index] = len(self.calls)
+                self.calls.append(_PartialCall(None, "", []))
+            return self._by_index[index]
+        # No index: a new id starts a call, anything else continues the last one.
+        if call_id is not None:
+            for position, call in enumerate(self.calls):
+                if call.id == call_id:
+                    return position
+        if not self.calls or (call_id is not None and self.calls[-1].id is not None):
+            self.calls.append(_PartialCall(None, "", []))
+        return len(self.calls) - 1
+
+    def result(self) -> list[dict[str, Any]] | None:
+        if not self.calls:
+            return None
+        # "" for a call without arguments would be sent back as it is; "{}" is what it means.
+        return [tool_call(c.id, c.name, "".join(c.arguments) or "{}") for c in self.calls]
 
 
 class OpenAIChatClient(ChatClient):
@@ -119,6 +191,8 @@ class OpenAIChatClient(ChatClient):
         temperature: float | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
+        # Assumed until the endpoint refuses a request with tools (NO_TOOLS).
+        self.supports_tools = True
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name = model
@@ -152,8 +226,10 @@ class OpenAIChatClient(ChatClient):
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
-    ) -> Iterator[ChatDelta | ChatDone]:
-        """Yield ``ChatDelta`` per piece of text, then one ``ChatDone``.
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
+        """Yield ``ChatDelta`` per piece of text and ``ChatToolDelta`` per piece of a
+        tool call, then one ``ChatDone``.
 
         A generator: the request is sent on the first ``next()``; closing it early
         closes the connection (the server notices and stops generating).
@@ -169,6 +245,8 @@ class OpenAIChatClient(ChatClient):
             params["temperature"] = self.temperature
         if stop:
             params["stop"] = list(stop)
+        if tools and self.supports_tools:
+            params["tools"] = list(tools)
 
         if cancel is not None and cancel.is_set():
             raise self._cancelled(0)
@@ -189,11 +267,20 @@ class OpenAIChatClient(ChatClient):
         except openai.OpenAIError as exc:
             if limits.stopped == LIMITS_CANCELLED:
                 raise self._cancelled(0) from exc
-            raise self._send_failure(exc) from exc
+            raise self._send_failure(exc, with_tools="tools" in params) from exc
 
-    def _send_failure(self, exc: openai.OpenAIError) -> ChatError:
+    def _send_failure(self, exc: openai.OpenAIError, *, with_tools: bool = False) -> ChatError:
         if isinstance(exc, openai.APIStatusError):
-            return ChatError(*status_failure(self._endpoint, exc))
+            kind, message = status_failure(self._endpoint, exc)
+            if with_tools and _refuses_tools(exc):
+                self.supports_tools = False
+                return ChatError(
+                    NO_TOOLS,
+                    f"model endpoint {self.base_url} does not accept tools for model {self.model!r}"
+                    f" (HTTP {exc.status_code}: {error_text(exc.body) or 'no details'}): the chat "
+                    "goes on without tools",
+                )
+            return ChatError(kind, message)
         if isinstance(exc, openai.APITimeoutError):
             return ChatError(
                 TIMEOUT,
@@ -205,7 +292,9 @@ class OpenAIChatClient(ChatClient):
         # anything else the SDK raises
         return ChatError(MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}")
 
-    def _read(self, http: Any, started: float, limits: CallLimits) -> Iterator[ChatDelta | ChatDone]:
+    def _read(
+        self, http: Any, started: float, limits: CallLimits
+    ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         """Read the event stream of ``http`` (an httpx response whose body is unread).
 
         ``limits`` apply around each read, never across a ``yield``: the consumer runs
@@ -225,6 +314,7 @@ class OpenAIChatClient(ChatClient):
         finish_reason: str | None = None
         usage: dict[str, Any] | None = None
         first_text_at: float | None = None
+        calls = _ToolCallAssembler()
         data: list[str] = []  # the data lines of the event being read
         events = 0
         done = False
@@ -272,6 +362,12 @@ class OpenAIChatClient(ChatClient):
                         parts.append(chunk.text)
                         chars += len(chunk.text)
                         yield ChatDelta(chunk.text)
+                    for piece in chunk.tool_calls:
+                        if first_text_at is None:
+                            first_text_at = time.perf_counter()
+                        tool_delta = calls.add(piece)
+                        chars += len(tool_delta.arguments)
+                        yield tool_delta
             if line is None:
                 break
 
@@ -280,11 +376,15 @@ class OpenAIChatClient(ChatClient):
                 raise self._not_a_stream(content_type, stray)
             raise self._cut_off(chars, "ended the stream")
 
+        tool_calls = calls.result()
+        if tool_calls and finish_reason == "stop":
+            finish_reason = "tool_calls"
         usage = usage or {}
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         yield ChatDone(
             text="".join(parts),
+            tool_calls=tool_calls,
             usage=Usage(
                 prompt_tokens=int_or_none(usage.get("prompt_tokens")),
                 completion_tokens=int_or_none(usage.get("completion_tokens")),
@@ -330,6 +430,11 @@ class OpenAIChatClient(ChatClient):
             if content is not None and not isinstance(content, str):
                 raise self._malformed(f"a stream chunk whose content is a {type(content).__name__}")
             chunk.text = content or ""
+            pieces = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if pieces is not None:
+                if not isinstance(pieces, list) or not all(isinstance(p, dict) for p in pieces):
+                    raise self._malformed("a stream chunk whose tool_calls is not a list of objects")
+                chunk.tool_calls = pieces
             reason = choice.get("finish_reason")
             chunk.finish_reason = reason if isinstance(reason, str) else None
         return chunk
@@ -374,6 +479,14 @@ class OpenAIChatClient(ChatClient):
             CANCELLED,
             f"reply from model endpoint {self.base_url} cancelled after {chars} characters",
         )
+
+
+def _refuses_tools(exc: openai.APIStatusError) -> bool:
+    """An error reply that says the request's tools are the trouble (not the key or quota)."""
+    if exc.status_code in (401, 403, 429) or not (400 <= exc.status_code < 500 or exc.status_code == 500):
+        return False
+    words = f"{error_text(exc.body)} {exc.message}".lower()
+    return "tool" in words or "function call" in words
 
 
 def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 5.0) -> list[str]:

@@ -50,13 +50,15 @@ class UnavailableChat:
     def __init__(self, error: Exception):
         self.model_name = ""
         self.error = error
+        self.supports_tools = False
 
     def stream(self, messages: list[dict[str, Any]], *, max_tokens: int | None = None, stop=None,
-               cancel=None) -> Iterator[ChatDelta | ChatDone]:
+               cancel=None, tools=None) -> Iterator[ChatDelta | ChatDone]:
         raise ChatError(UNAVAILABLE, str(self.error))
         yield  # pragma: no cover - makes this a generator, like every provider's stream
 
-    def complete(self, messages, *, max_tokens: int | None = None, stop=None, cancel=None) -> ChatDone:
+    def complete(self, messages, *, max_tokens: int | None = None, stop=None, cancel=None,
+                 tools=None) -> ChatDone:
         raise ChatError(UNAVAILABLE, str(self.error))
 
 

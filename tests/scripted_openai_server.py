@@ -1,0 +1,105 @@
+"""An OpenAI-compatible chat endpoint that answers from a script, run as a subprocess.
+
+    python tests/scripted_openai_server.py SCRIPT.json REQUESTS.jsonl
+
+It listens on a free port of 127.0.0.1, prints ``PORT <n>`` on stdout once it is
+serving, and answers each ``POST /v1/chat/completions`` with the script's next reply
+(the last one again when the script runs out). Every request body is appended to
+REQUESTS.jsonl (one JSON line, written before the reply goes out).
+
+A reply in the script is one of:
+
+* ``{"status": 400, "error": "tools are not supported"}``: an error status with an
+  OpenAI error object;
+* ``{"text": [...], "tool_calls": [...], "finish_reason": "tool_calls"}``: a streamed
+  reply. ``text`` is the list of content pieces; each tool call is
+  ``{"id": "call_1" | null, "name": "read_file", "arguments": ["{\\"pa", "th\\": 1}"]}``:
+  its first chunk carries the id (left out when null) and the name, each arguments
+  piece follows in a chunk of its own. ``index`` (default: the call's position) may be
+  given; ``"interleave": true`` on the reply sends the calls' pieces alternately
+  (several calls forming at once, as some servers do). A usage chunk and ``[DONE]``
+  end the stream.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+from itertools import zip_longest
+from pathlib import Path
+
+
+def _chunk(delta: dict, finish_reason: str | None = None) -> dict:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def stream_chunks(reply: dict) -> list[dict]:
+    """The chunks of one scripted streamed reply, in the order they are sent."""
+    chunks = [_chunk({"role": "assistant"})]
+    chunks += [_chunk({"content": piece}) for piece in reply.get("text", [])]
+    per_call: list[list[dict]] = []
+    for position, call in enumerate(reply.get("tool_calls", [])):
+        index = call.get("index", position)
+        first: dict = {"index": index, "type": "function", "function": {"name": call["name"], "arguments": ""}}
+        if call.get("id") is not None:
+            first["id"] = call["id"]
+        pieces = [first] + [{"index": index, "function": {"arguments": a}} for a in call.get("arguments", [])]
+        per_call.append(pieces)
+    if reply.get("interleave"):
+        ordered = [p for group in zip_longest(*per_call) for p in group if p is not None]
+    else:
+        ordered = [p for pieces in per_call for p in pieces]
+    chunks += [_chunk({"tool_calls": [piece]}) for piece in ordered]
+    chunks.append(_chunk({}, reply.get("finish_reason", "stop")))
+    chunks.append({
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    })
+    return chunks
+
+
+def serve(script_path: Path, requests_path: Path) -> None:
+    script = json.loads(script_path.read_text())
+    served = 0
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            nonlocal served
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with requests_path.open("a") as log:
+                log.write(json.dumps({"path": self.path, "body": json.loads(body)}) + "\n")
+            reply = script[min(served, len(script) - 1)]
+            served += 1
+            if "status" in reply:
+                payload = json.dumps({"error": {"message": reply["error"], "type": "invalid_request_error"}})
+                self.send_response(reply["status"])
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for chunk in stream_chunks(reply):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,0 +1,241 @@
+"""Tool calls through the OpenAI-compatible chat client: a scripted server in a
+subprocess (tests/scripted_openai_server.py) driven through the real openai SDK, and
+the real ``mlx_lm.server`` given tools for a model without a tool template."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import _stop
+from hermes_tui.chat.client import (
+    NO_TOOLS,
+    ChatDelta,
+    ChatDone,
+    ChatError,
+    ChatToolDelta,
+)
+from hermes_tui.chat.openai_chat import OpenAIChatClient
+from hermes_tui.tools.builtin import builtin_tools
+from hermes_tui.tools.registry import ToolRegistry
+
+SERVER = Path(__file__).with_name("scripted_openai_server.py")
+START_TIMEOUT_S = 30.0
+
+MESSAGES = [
+    {"role": "system", "content": "You work in a repository."},
+    {"role": "user", "content": "What is in README.md?"},
+]
+
+
+def tool_specs() -> list[dict]:
+    return ToolRegistry(builtin_tools()).specs()
+
+
+class Scripted:
+    def __init__(self, base_url: str, requests_path: Path):
+        self.base_url = base_url
+        self.requests_path = requests_path
+
+    def requests(self) -> list[dict]:
+        if not self.requests_path.exists():
+            return []
+        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
+
+
+@pytest.fixture
+def scripted(tmp_path) -> Iterator[Callable[[list[dict]], Scripted]]:
+    processes: list[subprocess.Popen] = []
+
+    def start(script: list[dict]) -> Scripted:
+        script_path = tmp_path / f"script{len(processes)}.json"
+        requests_path = tmp_path / f"requests{len(processes)}.jsonl"
+        script_path.write_text(json.dumps(script))
+        process = subprocess.Popen(
+            [sys.executable, str(SERVER), str(script_path), str(requests_path)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        processes.append(process)
+        line = process.stdout.readline()  # "PORT n" once serving; "" if it died
+        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
+        return Scripted(f"http://127.0.0.1:{int(line.split()[1])}/v1", requests_path)
+
+    yield start
+    for process in processes:
+        _stop(process)
+
+
+def drain(client: OpenAIChatClient, **kwargs) -> tuple[list, ChatDone]:
+    events = list(client.stream(MESSAGES, **{"max_tokens": 64, **kwargs}))
+    assert isinstance(events[-1], ChatDone)
+    assert not any(isinstance(e, ChatDone) for e in events[:-1])
+    return events[:-1], events[-1]
+
+
+def test_tools_are_sent_and_streamed_calls_are_assembled(scripted):
+    server = scripted([{
+        "text": ["Let me look."],
+        "tool_calls": [
+            {"id": "call_a", "name": "read_file", "arguments": ['{"pa', 'th": "READ', 'ME.md"}']},
+            {"id": "call_b", "name": "grep", "arguments": ['{"pattern": ', '"TODO"}']},
+        ],
+        "finish_reason": "tool_calls",
+    }])
+    client = OpenAIChatClient(server.base_url, "scripted")
+    assert client.supports_tools is True
+    specs = tool_specs()
+
+    events, done = drain(client, tools=specs)
+
+    assert [e.text for e in events if isinstance(e, ChatDelta)] == ["Let me look."]
+    pieces = [e for e in events if isinstance(e, ChatToolDelta)]
+    # the first piece of each call brings id and name; the rest are arguments pieces
+    assert pieces[0] == ChatToolDelta(0, "call_a", "read_file", "")
+    assert pieces[1] == ChatToolDelta(0, None, None, '{"pa')
+    assert [p.index for p in pieces] == [0, 0, 0, 0, 1, 1, 1]
+    assert "".join(p.arguments for p in pieces if p.index == 1) == '{"pattern": "TODO"}'
+    assert done.text == "Let me look."
+    assert done.usage.finish_reason == "tool_calls"
+    assert done.tool_calls == [
+        {"id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "README.md"}'}},
+        {"id": "call_b", "type": "function", "function": {"name": "grep", "arguments": '{"pattern": "TODO"}'}},
+    ]
+    (request,) = server.requests()
+    assert request["tools"] == specs
+    assert {t["function"]["name"] for t in request["tools"]} >= {"read_file", "grep", "run_shell"}
+
+
+def test_interleaved_calls_without_ids_get_unique_ids(scripted):
+    server = scripted([{
+        "interleave": True,
+        "tool_calls": [
+            {"id": None, "name": "list_dir", "arguments": ['{"path":', ' "."}']},
+            {"id": None, "name": "read_file", "arguments": ['{"path":', ' "a.txt"}']},
+            {"id": None, "name": "read_file", "arguments": ['{"path":', ' "b.txt"}']},
+        ],
+        "finish_reason": "tool_calls",
+    }])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    events, done = drain(client, tools=tool_specs())
+
+    assert [e.index for e in events if isinstance(e, ChatToolDelta)] == [0, 1, 2] * 3
+    calls = done.tool_calls
+    assert [c["function"]["name"] for c in calls] == ["list_dir", "read_file", "read_file"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"path": "."}, {"path": "a.txt"}, {"path": "b.txt"}]
+    ids = [c["id"] for c in calls]
+    assert all(isinstance(i, str) and i for i in ids) and len(set(ids)) == 3
+    assert done.text == ""
+
+
+def test_malformed_arguments_come_back_raw(scripted):
+    server = scripted([{
+        "tool_calls": [
+            {"id": "call_x", "name": "read_file", "arguments": ['{"path": "README.md"', ", oops"]},
+            {"id": "call_y", "name": "list_dir", "arguments": []},
+        ],
+        "finish_reason": "tool_calls",
+    }])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    _, done = drain(client, tools=tool_specs())
+
+    first, second = done.tool_calls
+    assert first["function"]["arguments"] == '{"path": "README.md", oops'
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(first["function"]["arguments"])
+    assert second["function"]["arguments"] == "{}"  # a call sent without arguments
+    # the registry turns the raw text into an error result the model can correct
+    result = ToolRegistry(builtin_tools()).prepare("read_file", first["function"]["arguments"])
+    assert "not valid JSON" in result.content
+
+
+def test_calls_ended_with_stop_end_with_tool_calls(scripted):
+    server = scripted([{
+        "tool_calls": [{"id": "c1", "name": "list_dir", "arguments": ["{}"]}],
+        "finish_reason": "stop",
+    }])
+    _, done = drain(OpenAIChatClient(server.base_url, "scripted"), tools=tool_specs())
+    assert done.usage.finish_reason == "tool_calls"
+    assert [c["id"] for c in done.tool_calls] == ["c1"]
+
+
+def test_text_reply_has_no_calls_and_no_tools_key_without_tools(scripted):
+    server = scripted([{"text": ["Hello", "."], "finish_reason": "stop"}])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    _, done = drain(client)
+    _, done_empty = drain(client, tools=[])
+
+    for reply in (done, done_empty):
+        assert (reply.text, reply.tool_calls, reply.usage.finish_reason) == ("Hello.", None, "stop")
+    assert ["tools" in body for body in server.requests()] == [False, False]
+
+
+def test_history_with_calls_and_results_is_sent_as_it_is(scripted):
+    server = scripted([{"text": ["It says hello."], "finish_reason": "stop"}])
+    history = MESSAGES + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "README.md"}'}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "1\thello"},
+    ]
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    done = client.complete(history, tools=tool_specs())
+
+    assert done.text == "It says hello." and done.tool_calls is None
+    (request,) = server.requests()
+    assert request["messages"] == history
+
+
+def test_server_refusing_tools_is_no_tools_then_runs_without(scripted):
+    server = scripted([
+        {"status": 400, "error": "tools param requires --jinja flag"},
+        {"text": ["Plain answer."], "finish_reason": "stop"},
+    ])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    with pytest.raises(ChatError) as info:
+        drain(client, tools=tool_specs())
+
+    assert info.value.kind == NO_TOOLS
+    message = str(info.value)
+    assert "does not accept tools" in message and server.base_url in message
+    assert "--jinja" in message and "\n" not in message
+    assert client.supports_tools is False
+    # the same call again: the tools are left out and the reply comes
+    _, done = drain(client, tools=tool_specs())
+    assert done.text == "Plain answer."
+    assert ["tools" in body for body in server.requests()] == [True, False]
+
+
+def test_other_4xx_with_tools_is_not_no_tools(scripted):
+    server = scripted([{"status": 401, "error": "invalid api key for tools access"},
+                       {"status": 400, "error": "max_tokens is too large"}])
+    client = OpenAIChatClient(server.base_url, "scripted")
+    for _ in range(2):
+        with pytest.raises(ChatError) as info:
+            drain(client, tools=tool_specs())
+        assert info.value.kind == "http_4xx", str(info.value)
+    assert client.supports_tools is True
+
+
+@pytest.mark.integration
+def test_mlx_server_accepts_tools_for_a_model_without_a_tool_template(mlx_server):
+    # The tiny model's template ignores tools: mlx_lm.server logs a warning and
+    # answers with text, so the request is accepted and no call comes back.
+    client = OpenAIChatClient(mlx_server.base_url, mlx_server.model, temperature=0)
+
+    events, done = drain(client, max_tokens=8, tools=tool_specs())
+
+    assert done.tool_calls is None
+    assert (done.usage.completion_tokens, done.usage.finish_reason) == (8, "length")
+    assert not any(isinstance(e, ChatToolDelta) for e in events)
+    assert client.supports_tools is True
+    assert "does not support tool calling" in mlx_server.log_path.read_text()
