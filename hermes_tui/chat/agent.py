@@ -138,22 +138,27 @@ class AgentResult:
     reply: Message | None = None  # the last assistant message stored
 
 
+# Programs whose first argument names what they do: "always" for `git status` must not
+# cover `git push`.
+SUBCOMMAND_PROGRAMS = frozenset({
+    "git", "npm", "pnpm", "yarn", "cargo", "uv", "pip", "poetry", "go", "docker", "kubectl",
+    "make", "just", "gh", "brew", "apt", "dotnet", "mvn", "gradle",
+})
+
+
 def always_rule(request: ApprovalRequest) -> Rule | None:
-    """The rule an "always" answer stores: the tool, or for a command its program (and a
-    subcommand word). None for a command no rule can allow (a compound one)."""
+    """The rule an "always" answer stores: the tool, or for a command its program (with the
+    subcommand, for programs that have them). None for a command no rule can allow (a
+    compound one): the answer then holds for this call only."""
     if request.kind is not ToolKind.SHELL:
         return Rule(tool=request.tool, action=Action.ALLOW)
     check = request.command_check
     if check is None or not check.simple or not check.words:
         return None
     words = list(check.words[:1])
-    if len(check.words) > 1 and _subcommand(check.words[1]):
+    if words[0] in SUBCOMMAND_PROGRAMS and len(check.words) > 1 and not check.words[1].startswith("-"):
         words.append(check.words[1])
     return Rule(tool=request.tool, action=Action.ALLOW, prefix=" ".join(words))
-
-
-def _subcommand(word: str) -> bool:
-    return word.isidentifier() or word.replace("-", "_").isidentifier()
 
 
 def tool_message(call_id: str, name: str, result: ToolResult) -> Message:
