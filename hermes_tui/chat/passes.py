@@ -3,9 +3,10 @@
 The agent loop asks for a pass after each completed exchange (``request``); a worker
 thread plans it on a snapshot (``Session.plan_pass``, the summarizer runs outside the
 lock) and the loop publishes it between model calls (``publish_ready``), so a splice
-never lands while a request is being built. A request made while a pass is running is
-remembered and started once that one is published: passes never overlap, and none
-asked for is dropped. The loop waits for a pass (``settle``) only when the next request
+never lands while a request is being built. A request made while a pass is in flight
+is queued and started once that one is published: passes never overlap, and each
+pass asked for runs (a micro pass folds one exchange, so dropping requests would let
+the unabsorbed exchanges pile up). The loop waits for a pass (``settle``) only when the next request
 would not fit the window, and at the end of the turn.
 """
 
@@ -34,7 +35,7 @@ class BackgroundPasses:
         self._thread: threading.Thread | None = None
         self._planned: PassResult | None = None
         self._kind: str | None = None  # the pass in flight (planning or planned)
-        self._wanted: str | None = None  # asked for while one was in flight
+        self._queued: list[str] = []  # asked for while one was in flight, in order
         self.published: list[PassReport] = []
 
     @property
@@ -42,16 +43,21 @@ class BackgroundPasses:
         return self._kind is not None
 
     @property
-    def waiting(self) -> bool:
-        """A pass was asked for and has not started yet."""
-        return self._wanted is not None
+    def ready(self) -> bool:
+        """A pass is planned and waits to be published."""
+        return self._planned is not None
+
+    @property
+    def queued(self) -> int:
+        """Passes asked for that have not started yet (the lag behind the agent)."""
+        return len(self._queued)
 
     def request(self, kind: str = MICRO) -> None:
-        """Run a pass of ``kind`` now, or after the one in flight (a batch request wins)."""
+        """Run a pass of ``kind`` now, or after the ones in flight and queued."""
         with self._lock:
             if self._kind is not None:
-                if self._wanted != BATCH:
-                    self._wanted = kind
+                if not (kind == BATCH and BATCH in self._queued):  # one batch waiting is enough
+                    self._queued.append(kind)
                 return
             self._start(kind)
 
@@ -76,9 +82,8 @@ class BackgroundPasses:
         """(under ``_lock``) The pass in flight is over: start the one asked for meanwhile."""
         self._kind, self._planned = None, None
         self.session.end_work()
-        wanted, self._wanted = self._wanted, None
-        if wanted is not None:
-            self._start(wanted)
+        if self._queued:
+            self._start(self._queued.pop(0))
 
     def publish_ready(self) -> PassReport | None:
         """Publish the planned pass, if one is ready (the loop calls this between model calls)."""
