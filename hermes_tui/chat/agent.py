@@ -278,14 +278,17 @@ class AgentTurn:
                 self.calls += 1
                 self.listener.call_finished(call_id, name, arguments, result, message)
         finally:
+            with self.session.lock:  # a result the store refused is in the transcript all the same
+                answered |= {m.tool_call_id for m in self.session.conv.messages[-len(reply.tool_calls or []):]
+                             if m.role == "tool"}
             unanswered = [c for c in reply.tool_calls or [] if c["id"] not in answered]
             if unanswered:  # an exception escaped (a store failure, an interrupt): keep it valid
-                try:
-                    for call in unanswered:
+                for call in unanswered:
+                    try:
                         self.session.append(tool_message(call["id"], call["function"]["name"],
                                                          ToolResult.stopped()))
-                except Exception:  # the store is failing: the next open answers them "interrupted"
-                    log.warning("cannot store the results of %d unanswered calls", len(unanswered))
+                    except Exception:  # the store is failing: the next open answers it "interrupted"
+                        log.warning("cannot store the result of call %s", call["id"])
 
     def _result(self, name: str, arguments: str, cancel: threading.Event) -> ToolResult:
         if cancel.is_set():
