@@ -461,3 +461,13 @@ def test_stop_while_the_model_streams_keeps_the_transcript_valid(scripted, herme
     assert len(server.requests()) == 1  # the stop came before the next model call
     _, rows = only_session(hermes_home)
     assert [status(r) for r in assert_every_call_answered_once(rows).values()] == ["ok"]
+
+
+def test_run_resume_of_a_session_open_elsewhere_is_one_line_and_writes_nothing(hermes_home, tmp_path):
+    config = write_config(tmp_path / "config.yaml", "http://127.0.0.1:9/v1")
+    with Store(hermes_home / "state.db") as store:  # this live process holds the session's lease
+        info = store.create_session("held")
+        proc = run_cli(hermes_home, config, "hi", "--resume", info.id)
+        assert proc.returncode == 2, explain(proc)
+        assert proc.stderr.count("\n") == 1 and info.id in proc.stderr, proc.stderr
+        assert store.load_active(info.id) == []
