@@ -497,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_both(args) -> int:
-    """Each session in a process of its own (a fresh app, log and HERMES_HOME), then both side by side."""
+    """Each session in a process of its own (a fresh app, log and HERMES_TUI_HOME), then both side by side."""
     import subprocess
 
     results = {}
@@ -543,7 +543,7 @@ def run(args) -> dict:
         home, hf_home = tmp_path / "hermes_home", tmp_path / "hf_home"
         home.mkdir()
         (hf_home / "hub").mkdir(parents=True)
-        os.environ.update({"HERMES_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_HOME": str(hf_home)})
+        os.environ.update({"HERMES_TUI_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_HOME": str(hf_home)})
         os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1", "localhost"]))
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -332,7 +332,8 @@ class _PassSource:
         self._reload()
 
     def _reload(self) -> None:
-        self.conv = Conversation([_copy(m) for m in self.session], counter=self.counter)
+        # Fresh copies: passes mutate metadata and cached counts.
+        self.conv = Conversation([m.copy() for m in self.session], counter=self.counter)
         window = ContextWindow(limit=self.cfg.context_limit)
         settings = CompactionSettings()
         ctx = PassContext(
@@ -395,8 +396,8 @@ class _CancellingRuntime:
     def __init__(self, runtime: MlxRuntime, cancel: threading.Event):
         self._runtime, self._cancel = runtime, cancel
 
-    def load(self, name: str, **kwargs: Any):
-        return self._runtime.load(name, **kwargs)
+    def load(self, name: str, *, timeout: float | None = None):
+        return self._runtime.load(name, timeout=timeout)
 
     def generate(self, *args: Any, **kwargs: Any):
         return self._runtime.generate(*args, cancel=self._cancel, **kwargs)
@@ -456,11 +457,6 @@ def load_session(path: Path) -> list[Message]:
     except OSError as exc:
         raise BenchError(f"{path}: cannot read the sample session ({exc.strerror or exc})") from None
     return parse_transcript(text, source=str(path))
-
-
-def _copy(msg: Message) -> Message:
-    """A fresh message (passes mutate metadata and cached counts)."""
-    return Message(msg.role, msg.content, msg.tool_calls, msg.tool_call_id, msg.name, dict(msg.meta))
 
 
 def machine_info(provider: str) -> dict[str, Any]:

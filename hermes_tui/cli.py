@@ -20,6 +20,7 @@ from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import LogFileError, setup_logging
+from hermes_tui.mcp_cli import add_parser as add_mcp_parser
 from hermes_tui.models_cli import add_parser as add_models_parser
 from hermes_tui.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.store import Store, StoreError
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A local-first terminal chat app whose context never fills up.",
     )
     parser.add_argument("--version", action="version", version=f"hermes-tui {__version__}")
-    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_HOME)")
+    parser.add_argument("--config", type=Path, help="config.yaml to use (default: in HERMES_TUI_HOME)")
     parser.add_argument(
         "--resume", nargs="?", const="", metavar="ID",
         help="open the app on a stored session (default: the most recent one)",
@@ -138,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_eval_parser(sub)
     add_models_parser(sub)
+    add_mcp_parser(sub)
     return parser
 
 
@@ -238,10 +240,14 @@ def _compact_into_store(
 
 
 def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) -> int:
-    """How many input messages an interrupted replay already stored (they must match the input)."""
-    stored = [m for m, _ in store.load_all(session_id) if not m.is_marker]
+    """How many input messages an interrupted replay already stored (they must match the input).
+
+    Markers the input carried count like any other message; only those the replay's own passes
+    wrote are not input. Messages match in their wire form: parts and tool calls included.
+    """
+    stored = store.load_appended(session_id)
     for n, msg in enumerate(stored):
-        if n >= len(messages) or (msg.role, msg.content) != (messages[n].role, messages[n].content):
+        if n >= len(messages) or msg.to_openai() != messages[n].to_openai():
             raise UserError(f"{transcript}: message {n} differs from session {session_id}: not the same transcript")
     return len(stored)
 

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -37,11 +37,15 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConfigProblem",
+    "McpServerConfig",
+    "McpToolFilter",
     "ModelConfig",
     "apply_overrides",
     "default_config_text",
+    "foreign_config_problem",
     "load_config",
     "parse_override",
+    "refuse_foreign_config",
     "render_config_text",
     "save_config",
     "write_default_config",
@@ -203,11 +207,125 @@ class AgentConfig(_Section):
     workspace: str = _setting("", 'the folder tools act in; "" = where hermes-tui was started')
 
 
+# --------------------------------------------------------------------------- MCP servers
+
+McpTrust = Literal["ask", "read-only", "trusted"]
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+# An environment reference: the whole value, $NAME or ${NAME}.
+ENV_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+
+
+def env_reference(value: str) -> str | None:
+    """The variable ``value`` names when it is exactly ``$NAME`` or ``${NAME}``, else None."""
+    match = ENV_REFERENCE.fullmatch(value)
+    return (match.group(1) or match.group(2)) if match else None
+
+
+def env_references(value: str) -> list[str]:
+    """Every variable a header value names with ``${NAME}`` (or ``$NAME``)."""
+    return [m.group(1) or m.group(2) for m in ENV_REFERENCE.finditer(value)]
+
+
+class McpToolFilter(_Section):
+    allow: list[str] | None = _setting(None, "only these tools (names or globs); null = all")
+    deny: list[str] = _setting([], "never these tools (names or globs)")
+
+
+class McpServerConfig(_Section):
+    """One MCP server: a command to run (stdio) or a URL (streamable HTTP).
+
+    Secrets never sit in the file: ``env`` and ``headers`` values only name variables
+    of our environment, which are read when the server starts.
+    """
+
+    command: str = _setting("", "stdio: the program to run")
+    args: list[str] = _setting([], "stdio: its arguments")
+    env: dict[str, str] = _setting(
+        {}, "stdio: [NAME, ...] passed as they are, or {NAME: $OTHER}; only these (and PATH, HOME) reach it"
+    )
+    cwd: str = _setting("", "stdio: working directory (~ allowed); \"\" = ours")
+    url: str = _setting("", "streamable HTTP: the endpoint, e.g. https://example.com/mcp")
+    headers: dict[str, str] = _setting({}, 'HTTP headers, values naming variables: "Bearer ${TOKEN}"')
+    enabled: bool = _setting(True, "start it with the session")
+    trust: McpTrust = _setting("ask", "ask | read-only | trusted")
+    timeout: float = _setting(30.0, "seconds to start and list tools (> 0)", gt=0, allow_inf_nan=False)
+    call_timeout: float = _setting(120.0, "seconds one tool call may take (> 0)", gt=0, allow_inf_nan=False)
+    tools: McpToolFilter = _section(McpToolFilter, "which of its tools are offered")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_names_variables(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for name in value:
+                if not isinstance(name, str) or not _ENV_VAR_NAME.fullmatch(name):
+                    raise PydanticCustomError(
+                        "env_reference", "a list of variable names to pass (like GITHUB_TOKEN), got {got}",
+                        {"got": _shown(name)})
+            return {name: f"${name}" for name in value}
+        if isinstance(value, dict):
+            for name, ref in value.items():
+                if not isinstance(name, str) or not _ENV_VAR_NAME.fullmatch(name):
+                    raise PydanticCustomError("env_reference", "{name} is not a variable name", {"name": repr(name)})
+                if not isinstance(ref, str) or env_reference(ref) is None:
+                    # Never echo the value: it may be the secret itself.
+                    raise PydanticCustomError(
+                        "env_reference",
+                        "{name} must name a variable of our environment ($NAME), not hold a value; "
+                        "put the value in the environment or a .env file", {"name": name})
+        return value
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _headers_name_variables(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for name, text in value.items():
+                if not isinstance(text, str) or not env_references(text):
+                    raise PydanticCustomError(
+                        "env_reference",
+                        "header {name} must take its value from the environment, like "
+                        '"Bearer ${TOKEN}"; literal values (secrets) do not belong in the file',
+                        {"name": name})
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise PydanticCustomError("mcp_transport", "set either command (stdio) or url (streamable HTTP)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise PydanticCustomError("mcp_transport", "url must start with http:// or https://")
+        if self.command and self.headers:
+            raise PydanticCustomError("mcp_transport", "headers are for url servers; a command takes env")
+        if self.url and (self.args or self.env or self.cwd):
+            raise PydanticCustomError("mcp_transport", "args, env and cwd are for command servers")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+
 class Config(_Section):
     model: ModelConfig = _section(ModelConfig, "the conversation model")
     compression: CompressionConfig = _section(CompressionConfig, "when and how the context is compacted")
     auxiliary: AuxiliaryConfig = _section(AuxiliaryConfig, "helper models")
     agent: AgentConfig = _section(AgentConfig, "tools: approval, limits, the workspace")
+    mcp_servers: dict[str, McpServerConfig] = _setting(
+        {}, "MCP servers whose tools the agent may call, by name",
+        note="mcp_servers: {name: {command: ..., args: [...], env: [VAR]} or {url: ..., headers: {...}}}",
+    )
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _server_names(cls, value: Any) -> Any:
+        if value is None:
+            return {}  # `mcp_servers:` with every server commented out
+        if isinstance(value, dict):
+            for name in value:
+                if not isinstance(name, str) or not _SERVER_NAME.fullmatch(name):
+                    raise PydanticCustomError(
+                        "mcp_server_name", "server name {name}: use 1-32 letters, digits, _ or -",
+                        {"name": repr(name)})
+        return value
 
     def with_overrides(self, overrides: Mapping[str, Any] | None = None, /, **dotted: Any) -> Config:
         """A validated copy with dotted keys replaced, e.g. ``{"compression.threshold": 0.5}``.
@@ -267,12 +385,26 @@ def _section_class(info: FieldInfo) -> type[_Section] | None:
     return ann if isinstance(ann, type) and issubclass(ann, _Section) else None
 
 
+def _named_section_class(info: FieldInfo) -> type[_Section] | None:
+    """For a mapping of names to sections (``mcp_servers``), the section class."""
+    args = get_args(info.annotation)
+    if get_origin(info.annotation) is dict and len(args) == 2:
+        cls = args[1]
+        return cls if isinstance(cls, type) and issubclass(cls, _Section) else None
+    return None
+
+
 def _model_at(loc: Sequence[Any]) -> type[_Section] | None:
     """The section model reached by following ``loc`` from the root, if any."""
     model: type[_Section] = Config
-    for part in loc:
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
         info = model.model_fields.get(part) if isinstance(part, str) else None
         cls = _section_class(info) if info else None
+        if cls is None and info is not None and parts:
+            cls = _named_section_class(info)
+            parts.pop(0)  # the entry's name
         if cls is None:
             return None
         model = cls
@@ -388,7 +520,7 @@ def _message(err: Mapping[str, Any]) -> str:
         return f"must be {bounds}{nullable}, got {got}"
     if kind == "finite_number":
         return f"must be a finite number, got {got}"
-    if kind in ("env_var_name", "http_url"):
+    if kind in ("env_var_name", "http_url", "env_reference", "mcp_transport", "mcp_server_name"):
         return err["msg"]
     message = err["msg"]
     return f"{message[:1].lower()}{message[1:]}, got {got}"
@@ -540,7 +672,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 _HEADER = """\
 # hermes-tui configuration.
 # Every key is shown with its default; delete a key (or this file) to get the default back.
-# HERMES_HOME, when set, moves this file and every other hermes-tui file.
+# HERMES_TUI_HOME, when set, moves this file and every other hermes-tui file.
 # The settings screen edits values in place and keeps your comments where it can.
 """
 _COMMENT_COLUMN = 40
@@ -568,12 +700,17 @@ def _render(model: BaseModel, indent: str, lines: list[str]) -> None:
         note = (info.json_schema_extra or {}).get("note") if isinstance(info.json_schema_extra, dict) else None
         for note_line in (note or "").splitlines():
             lines.append(f"{indent}# {note_line}")
-        text = f"{indent}{name}:" if _section_class(info) else f"{indent}{name}: {_scalar(value)}"
+        block = _section_class(info) or (_named_section_class(info) and value)
+        text = f"{indent}{name}:" if block else f"{indent}{name}: {_scalar(value)}"
         if info.description:
             text = f"{text.ljust(_COMMENT_COLUMN - 2)}  # {info.description}"
         lines.append(text)
         if _section_class(info):
             _render(value, indent + "  ", lines)
+        elif _named_section_class(info):
+            for entry, section in value.items():
+                lines.append(f"{indent}  {_scalar(entry)}:")
+                _render(section, indent + "    ", lines)
 
 
 def render_config_text(config: Config) -> str:
@@ -587,7 +724,60 @@ def default_config_text() -> str:
     return render_config_text(Config())
 
 
-def _write_atomically(path: Path, text: str, *, overwrite: bool) -> bool:
+def foreign_config_problem(text: str) -> str | None:
+    """Why ``text`` is not a hermes-tui config.yaml (then it is never rewritten), or None.
+
+    Ours has only our top-level sections. Another program's config in the same place
+    (Hermes Agent's has ``terminal``, ``toolsets`` and more) must survive byte for byte,
+    so it is refused before anything is written. A file that is not valid YAML counts as
+    ours only while every unindented line is one of our section keys (or a comment).
+    """
+    ours = set(Config.model_fields)
+    try:
+        data, _ = load_yaml(text)  # bounded: this runs on files that are not ours
+    except InputError:
+        for line in text.splitlines():
+            if not line.strip() or line[0] in " \t#" or line.rstrip() in ("---", "..."):
+                continue
+            match = _TOP_LEVEL_KEY.match(line)
+            if match is None or match.group(1) not in ours:
+                return f"not valid YAML, and its line {line[:40]!r} is not a hermes-tui section"
+        return None
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        return f"the top level is {_shown(data)}, not sections of keys"
+    foreign = [str(key) for key in data if key not in ours]
+    if foreign:
+        listed = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+        return f"top-level section{'s' if len(foreign) > 1 else ''} {listed} {'are' if len(foreign) > 1 else 'is'} not hermes-tui's"
+    return None
+
+
+_TOP_LEVEL_KEY = re.compile(r"""["']?([A-Za-z_][\w.-]*)["']?\s*:(?:\s|$)""")
+
+
+def refuse_foreign_config(path: Path) -> None:
+    """Raise ConfigError, naming ``path``, if a file is there that is not ours to rewrite."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        problem = foreign_config_problem(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (bad byte at offset {exc.start})"
+    if problem:
+        raise _error(
+            path,
+            f"not a hermes-tui config ({problem}); it was left untouched: "
+            f"point --config or {paths.HOME_ENV} at a config.yaml of hermes-tui's own",
+        )
+
+
+def _write_atomically(path: Path, text: str | bytes, *, overwrite: bool) -> bool:
     """Write via a temp file in the same directory, so a crash never leaves half a file.
 
     With ``overwrite=False`` an existing file wins (returns False) even in a race.
@@ -596,8 +786,8 @@ def _write_atomically(path: Path, text: str, *, overwrite: bool) -> bool:
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         if overwrite:
@@ -630,8 +820,13 @@ def write_default_config(path: Path | None = None) -> None:
 
 
 def save_config(config: Config, path: Path | None = None) -> None:
-    """Validate ``config`` and write it to ``path`` atomically (replacing the file)."""
+    """Validate ``config`` and write it to ``path`` atomically (replacing the file).
+
+    A file there that is not ours (:func:`foreign_config_problem`) is refused with a
+    ConfigError and left as it is.
+    """
     path = Path(path) if path is not None else paths.config_path()
+    refuse_foreign_config(path)
     try:
         # Fields may have been assigned after construction; check them all again.
         config = Config.model_validate(config.model_dump(warnings=False))

@@ -10,13 +10,13 @@ The edit is checked before it is written: the new text must parse and validate t
 exactly the config we meant to save. Anything this cannot edit safely (flow style
 ``{a: 1}``, multi-line or block scalars, anchors, a file that does not load) falls
 back to ``save_config``'s full rewrite, and a file that did not load is kept beside
-it as ``config.yaml.bak`` first.
+it as ``config.yaml.<time>.bak`` first. A file that is not ours is never rewritten.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +25,19 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hermes_tui.config import Config, ConfigError, ConfigProblem, apply_overrides, load_config, save_config
+from hermes_tui.config import (
+    Config,
+    ConfigError,
+    ConfigProblem,
+    apply_overrides,
+    load_config,
+    refuse_foreign_config,
+    save_config,
+)
 # Shared with save_config so both writers format values and replace files the same way.
 from hermes_tui.config import _scalar, _write_atomically
 
-__all__ = ["SaveResult", "changed_values", "edit_config_text", "save_changes"]
+__all__ = ["SaveResult", "changed_values", "edit_config_text", "keep_backup", "save_changes"]
 
 _INDENT = "  "
 
@@ -58,19 +66,18 @@ def save_changes(path: Path, changes: Mapping[str, Any], *, base: Config | None 
 
     The changes are applied to what is on disk *now* (someone may have edited the file
     since it was read), validated first (raises :class:`ConfigError`, nothing written).
-    ``base`` is used instead when the file does not load; that file is then kept as
-    ``<name>.bak`` and replaced by a full rewrite.
+    A file that is not ours (another program's config, unknown top-level sections) is
+    refused and left byte for byte as it is. ``base`` is used instead when a file of
+    ours does not load; that file is then kept in a backup of its own and replaced by a
+    full rewrite.
     """
     path = Path(path)
+    refuse_foreign_config(path)
     try:
         current = load_config(path)
     except ConfigError:
         config = apply_overrides(base or Config(), changes)
-        backup = path.with_name(path.name + ".bak")
-        try:
-            shutil.copy2(path, backup)
-        except OSError as exc:
-            raise _cannot(path, f"cannot keep a backup at {backup}: {exc.strerror or exc}") from None
+        backup = keep_backup(path)
         save_config(config, path)
         return SaveResult(config, kept_layout=False, backup=backup)
 
@@ -93,6 +100,29 @@ def save_changes(path: Path, changes: Mapping[str, Any], *, base: Config | None 
         except OSError as exc:
             raise _cannot(path, f"cannot write: {exc.strerror or exc}") from None
     return SaveResult(config, kept_layout=True)
+
+
+def keep_backup(path: Path) -> Path:
+    """Copy ``path`` byte for byte to a new ``<name>.<time>.bak`` beside it; returns the copy.
+
+    Every backup gets a name of its own and is never overwritten: one fixed ``.bak``
+    would either be replaced by the next rewrite (losing the older file) or be kept
+    stale (losing the newer one). Backups are made only when a file that does not load
+    is replaced, which is rare, so they do not pile up.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise _cannot(path, f"cannot read it to keep a backup: {exc.strerror or exc}") from None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(1, 1000):
+        backup = path.with_name(f"{path.name}.{stamp}{'' if attempt == 1 else f'-{attempt}'}.bak")
+        try:
+            if _write_atomically(backup, raw, overwrite=False):
+                return backup
+        except OSError as exc:
+            raise _cannot(path, f"cannot keep a backup at {backup}: {exc.strerror or exc}") from None
+    raise _cannot(path, f"cannot keep a backup: too many backups named {path.name}.{stamp}*.bak")
 
 
 def edit_config_text(text: str, changes: Mapping[str, Any]) -> str | None:

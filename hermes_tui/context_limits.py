@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui import paths
+from hermes_tui.untrusted import InputError, load_json
 
 __all__ = [
     "CACHE_FILE",
@@ -159,8 +160,11 @@ def _read_json(path: Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(Path(path).read_text(encoding="utf-8"))
+    except InputError as exc:
+        log.warning("context limit: %s ignored: %s", path, exc)
+        return None
+    except (OSError, ValueError):  # unreadable, not UTF-8
         return None
     return data if isinstance(data, dict) else None
 
@@ -263,8 +267,11 @@ def _http_json(
     except Exception:  # noqa: BLE001 - http.client's odder failures (bad status line, ...)
         return None
     try:
-        return json.loads(raw)
-    except ValueError:
+        return load_json(raw.decode("utf-8"))
+    except InputError as exc:
+        log.warning("context limit probe: the answer of %s ignored: %s", url, exc)
+        return None
+    except UnicodeDecodeError:
         return None
 
 
@@ -568,8 +575,8 @@ def _cache_path() -> Path:
 
 def _load_cache() -> dict[str, Any]:
     try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable or damaged: rewritten on the next answer
         return {}
     entries = data.get("entries") if isinstance(data, dict) and data.get("version") == _CACHE_VERSION else None
     return entries if isinstance(entries, dict) else {}

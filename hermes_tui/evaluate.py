@@ -112,8 +112,7 @@ def plant(messages: list[Message], every: int = 8, seed: int = 0) -> tuple[list[
                     detail = rng.choice(_CASES)
                     text = f"Open question: should {subject} also handle {detail}?"
                     kind = OPEN_QUESTION
-                content = f"{msg.content}\n\n{text}" if msg.content else text
-                msg = replace(msg, content=content, token_count=None, token_counter=None)
+                msg = msg.with_text_added(text)
                 planted.append(Planted(kind, text, subject, detail, msg.id))
         out.append(msg)
     return out, planted

@@ -7,7 +7,7 @@ imports the UI; long work (``download``) reports through a callback and stops wh
 Where models live
   * the Hugging Face cache (``HF_HOME``/``HF_HUB_CACHE``), where downloads go, so that
     ``mlx_runtime.resolve_model_path("org/name")`` finds them offline;
-  * ``paths.models_dir()`` (``$HERMES_HOME/models``), one folder per imported model.
+  * ``paths.models_dir()`` (``$HERMES_TUI_HOME/models``), one folder per imported model.
 ``delete_model`` never removes anything outside those two places.
 
 How a download works (checked against huggingface_hub 2.4)

@@ -59,7 +59,7 @@ def setup_logging(log_file: Path | None = None, *, level: int = logging.INFO) ->
         reason = exc.strerror or str(exc)
         blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:
-            reason = f"{blocker} is a file, not a folder (move it aside or set HERMES_HOME elsewhere)"
+            reason = f"{blocker} is a file, not a folder (move it aside or set HERMES_TUI_HOME elsewhere)"
         raise LogFileError(path, reason, exc.errno) from exc
     handler.setLevel(level)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))

@@ -28,11 +28,21 @@ import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 THREAD_NAME = "hermes-mlx"
 POLL_S = 0.05       # how often a caller whose job waits in the queue looks at its cancel event
 EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
+
+# A prompt is read in steps, and a step cannot be interrupted: cancel and deadline are
+# checked between steps. A fixed step does not fit every device (mlx_lm's 2048 tokens take
+# ~10 s with the tiny model on a CPU), so each step is sized from the speed of the one
+# before to take about PREFILL_STEP_S. On the CPU this reads as fast as 2048-token steps
+# (benchmarks/bench_cancel.py).
+PREFILL_STEP_S = 0.25
+PREFILL_FIRST_STEP = 32    # tokens, before the device's speed is known
+PREFILL_MAX_STEP = 2048    # mlx_lm's own step: longer steps read no faster and take more memory
+PREFILL_MAX_GROWTH = 4     # a step's size grows at most this much over the previous one
 
 MISSING_MODEL_HELP = (
     "download it first (e.g. `hf download {name}` on a machine with network access), "
@@ -59,11 +69,18 @@ class ModelUnavailable(Exception):
 
 
 class GenerationAborted(Exception):
-    """Cancelled or timed out; ``reason`` is "cancelled" or "timeout"."""
+    """Cancelled or timed out; ``reason`` is "cancelled" or "timeout".
+
+    A generation that had started says how far it got: ``prompt_tokens`` (the whole
+    prompt) and ``prompt_tokens_processed`` (those in the KV cache when it stopped,
+    prefix-cache hits included); both None when it never started.
+    """
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
         self.reason = reason
+        self.prompt_tokens: int | None = None
+        self.prompt_tokens_processed: int | None = None
 
 
 @dataclass
@@ -400,8 +417,12 @@ class MlxRuntime:
             model.set_dtype(mx.float32)
         return LoadedModel(name, path, model, tokenizer, config)
 
-    def prompt_tokens(self, loaded: LoadedModel, messages: list[dict[str, Any]]) -> list[int]:
-        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    def prompt_tokens(
+        self, loaded: LoadedModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+    ) -> list[int]:
+        # ``tools`` reach the Hugging Face template, which renders them its own way.
+        extra = {"tools": tools} if tools else {}
+        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra)
         return list(loaded.tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, loaded: LoadedModel, messages: list[dict[str, Any]], **options: Any) -> GenerationStats:
@@ -425,15 +446,17 @@ class MlxRuntime:
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
         on_done: Callable[[], None] | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> MlxJob:
         """Queue one generation and return its job (``result()`` waits for it).
 
         ``on_text`` receives each text segment as it is decoded (on the MLX thread);
         ``on_done`` is called once when the job ends, after its last ``on_text``.
+        ``tools`` (OpenAI function specs) are rendered into the prompt by the chat template.
         """
         started = time.perf_counter()
         deadline = started + timeout if timeout else None
-        tokens = self.prompt_tokens(loaded, messages)  # the tokenizer only: no MLX
+        tokens = self.prompt_tokens(loaded, messages, tools)  # the tokenizer only: no MLX
         worker = self._mlx
 
         def run() -> GenerationStats:
@@ -459,11 +482,18 @@ class MlxRuntime:
         cache, reused = self._reuse_prefix(loaded, cache_key, tokens)
         mx.reset_peak_memory()
         text, finish, response = "", "length", None
+        processed, prompt_tps = reused, 0.0
+        prefill_started = time.perf_counter()
         try:
+            for processed in prefill(loaded.model, cache, tokens, reused):
+                check()
             for response in stream_generate(
-                loaded.model, loaded.tokenizer, mx.array(tokens[reused:]), max_tokens=max_tokens,
+                loaded.model, loaded.tokenizer, mx.array(tokens[processed:]), max_tokens=max_tokens,
                 prompt_cache=cache, prompt_progress_callback=check,
             ):
+                if not prompt_tps:  # the first token: the prompt has been read
+                    processed = len(tokens)
+                    prompt_tps = (len(tokens) - reused) / max(time.perf_counter() - prefill_started, 1e-9)
                 text += response.text
                 if stop and (cut := _stop_at(text, stop)) is not None:
                     text, finish = text[:cut], "stop"
@@ -473,9 +503,11 @@ class MlxRuntime:
                 if response.finish_reason:
                     finish = response.finish_reason
                 check()
-        except BaseException:
+        except BaseException as exc:
             if cache_key:
                 loaded.prefixes.pop(cache_key, None)  # half-filled: not reusable
+            if isinstance(exc, GenerationAborted):
+                exc.prompt_tokens, exc.prompt_tokens_processed = len(tokens), processed
             raise
         if cache_key:
             self._keep_prefix(loaded, cache_key, tokens, cache)
@@ -486,7 +518,7 @@ class MlxRuntime:
             prompt_tokens=len(tokens),
             cached_tokens=reused,
             completion_tokens=generated,
-            prompt_tps=response.prompt_tps if response else 0.0,
+            prompt_tps=prompt_tps,
             generation_tps=response.generation_tps if response else 0.0,
             peak_memory_gb=response.peak_memory if response else 0.0,
             duration_s=time.perf_counter() - started,
@@ -515,6 +547,33 @@ class MlxRuntime:
             return
         trim_prompt_cache(cache, max(0, cache[0].offset - len(tokens)))
         loaded.prefixes[key] = _PrefixCache(list(tokens), cache)
+
+
+def prefill(model: Any, cache: list[Any], tokens: list[int], start: int) -> Iterator[int]:
+    """Read ``tokens[start:]`` into ``cache`` in steps, all but the last token (generation
+    starts from it); after each step, yield how many of ``tokens`` the cache now holds.
+
+    The same work as mlx_lm's own prefill loop (``generate_step``), with each step sized
+    to take about PREFILL_STEP_S on this device (see the constants).
+    """
+    import mlx.core as mx
+    from mlx_lm.generate import generation_stream, wired_limit
+
+    end = len(tokens) - 1
+    step = PREFILL_FIRST_STEP
+    while start < end:
+        size = min(step, end - start)
+        began = time.perf_counter()
+        # wired_limit: as in stream_generate, keeps a large model resident on Metal (no-op on the CPU)
+        with wired_limit(model, [generation_stream]), mx.stream(generation_stream):
+            model(mx.array(tokens[start:start + size])[None], cache=cache)
+            mx.eval([c.state for c in cache])
+        mx.clear_cache()
+        start += size
+        took = time.perf_counter() - began
+        paced = int(size * PREFILL_STEP_S / took) if took > 0 else PREFILL_MAX_STEP
+        step = max(PREFILL_FIRST_STEP, min(paced, size * PREFILL_MAX_GROWTH, PREFILL_MAX_STEP))
+        yield start
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -502,19 +502,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the same figures as JSON")
     parser.add_argument(
+        "--hermes",
+        action="store_true",
+        help="read Hermes Agent's log instead ($HERMES_HOME/logs/agent.log, default ~/.hermes/logs/agent.log); "
+        "read-only",
+    )
+    parser.add_argument(
         "logfiles",
         nargs="*",
         metavar="LOGFILE",
         type=Path,
-        help="log files to read, in order (default: $HERMES_HOME/logs/agent.log)",
+        help="log files to read, in order (default: hermes-tui's own agent.log, in $HERMES_TUI_HOME/logs "
+        "or the user log dir)",
     )
 
 
-def default_log_path() -> Path:
-    # Imported here: paths.py resolves HERMES_HOME/platformdirs, which only main needs.
-    from hermes_tui.paths import log_path
+def default_log_path(*, hermes_agent: bool = False) -> Path:
+    """hermes-tui's own log, or (``hermes_agent``) Hermes Agent's, which is only ever read."""
+    # Imported here: paths.py resolves the homes and platformdirs, which only main needs.
+    from hermes_tui import paths
 
-    return Path(log_path())
+    return Path(paths.hermes_agent_log_path() if hermes_agent else paths.log_path())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -522,8 +530,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The report for parsed ``add_arguments`` options; 2 when a log cannot be read."""
-    paths: list[Path] = args.logfiles or [default_log_path()]
+    if args.hermes and args.logfiles:
+        print("micro_compaction_report: --hermes reads Hermes Agent's log; give LOGFILEs or --hermes, not both",
+              file=sys.stderr)
+        return 2
+    paths: list[Path] = args.logfiles or [default_log_path(hermes_agent=args.hermes)]
     for path in paths:
         if not path.is_file():
             reason = "no such log file" if not path.exists() else "not a file"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -28,6 +28,7 @@ MARKER_FOOTER = "[End of context summary]"
 
 MICRO = "micro"
 BATCH = "batch"
+MARKER_KINDS = (MICRO, BATCH)
 
 
 class TranscriptError(ValueError):
@@ -61,8 +62,22 @@ class Message:
     # --- what kind of message this is -------------------------------------------------
     @property
     def marker_kind(self) -> str | None:
-        """``"micro"`` or ``"batch"`` for a compaction marker, else None."""
-        return self.meta.get("compaction") if self.role == "assistant" else None
+        """``"micro"`` or ``"batch"`` when this message has the shape of a compaction marker
+        tagged as one, else None.
+
+        Only an assistant message without tool calls can be one: a message with calls has
+        results that answer it and must stay with them. This is the structural rule only;
+        ``compaction.markers.read_marker`` decides whether what the marker says may stand.
+        """
+        if not self.has_marker_shape:
+            return None
+        kind = self.meta.get("compaction") if isinstance(self.meta, dict) else None
+        return kind if kind in MARKER_KINDS else None
+
+    @property
+    def has_marker_shape(self) -> bool:
+        """An assistant message without tool calls: the only kind that may stand as a marker."""
+        return self.role == "assistant" and not self.tool_calls and self.tool_call_id is None
 
     @property
     def is_marker(self) -> bool:
@@ -71,6 +86,23 @@ class Message:
     @property
     def call_ids(self) -> list[str]:
         return [call.get("id", "") for call in self.tool_calls or []]
+
+    # --- new messages from this one ---------------------------------------------------
+    def copy(self) -> "Message":
+        """A fresh message under a new id: every wire field (parts included) and its own
+        ``meta``, with no cached token count and not stored."""
+        return replace(self, meta=dict(self.meta), id=new_message_id(), token_count=None, token_counter=None,
+                       stored=False, parts=None if self.parts is None else list(self.parts))
+
+    def with_text_added(self, text: str) -> "Message":
+        """This message (same id) with ``text`` added at the end, where the wire sees it: a
+        text part when the content is a list of parts. The cached token count is dropped."""
+        if self.parts is not None:
+            parts = [*self.parts, {"type": "text", "text": text}]
+            return replace(self, content=content_parts.text_view(parts), parts=parts, meta=dict(self.meta),
+                           token_count=None, token_counter=None, stored=False)
+        content = f"{self.content}\n\n{text}" if self.content else text
+        return replace(self, content=content, meta=dict(self.meta), token_count=None, token_counter=None, stored=False)
 
     # --- conversion -----------------------------------------------------------------
     def to_openai(self, *, with_meta: bool = False) -> dict[str, Any]:

@@ -26,16 +26,21 @@ import functools
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["MAX_DEPTH", "InputError", "decode_json_at", "load_json", "load_yaml", "path_text"]
+__all__ = [
+    "MAX_DEPTH", "NOT_JSON", "InputError", "decode_json_at", "is_high_surrogate", "load_json", "load_yaml", "model_text", "path_text",
+]
 
 # Far beyond any transcript, telemetry line or config (about 10 levels), far below
 # the recursion limit of anything that later walks the result.
 MAX_DEPTH = 100
+
+# The kind of an InputError for text that is not JSON at all (others: it is, but unreadable).
+NOT_JSON = "not valid JSON"
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -93,12 +98,34 @@ def _line_column(text: str, position: int, first_line: int = 1) -> tuple[int, in
     return first_line + text.count("\n", 0, position), position - line_start + 1
 
 
+# --------------------------------------------------------------------------- model output
+
+
+def model_text(pieces: Iterable[str]) -> str:
+    """Text a model sent, joined: a UTF-16 surrogate pair split between pieces (two stream
+    chunks, each with half an escape) is rebuilt, and any other lone surrogate becomes
+    U+FFFD. Model output, unlike a user's file, is ours to repair: refusing it would lose
+    a whole reply or summary over one character no file, terminal or database accepts."""
+    text = "".join(pieces)
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def is_high_surrogate(char: str) -> bool:
+    """The first half of a UTF-16 pair: a stream may carry its second half in the next chunk."""
+    return "\ud800" <= char <= "\udbff"
+
+
 # --------------------------------------------------------------------------- JSON
 
 
-def load_json(text: str, *, first_line: int = 1) -> Any:
-    """``json.loads(text)``, bounded. ``first_line``: the line ``text`` starts on in its file."""
-    return _decode(text, 0, first_line, whole=True)[0]
+def load_json(text: str, *, first_line: int = 1, model_output: bool = False) -> Any:
+    """``json.loads(text)``, bounded. ``first_line``: the line ``text`` starts on in its file.
+
+    ``model_output``: lone surrogates are let through, for the caller to repair with
+    :func:`model_text` (a stream may split a pair between two chunks)."""
+    return _decode(text, 0, first_line, whole=True, surrogates_checked=not model_output)[0]
 
 
 def decode_json_at(text: str, start: int) -> tuple[Any, int]:
@@ -106,7 +133,9 @@ def decode_json_at(text: str, start: int) -> tuple[Any, int]:
     return _decode(text, start, 1, whole=False)
 
 
-def _decode(text: str, start: int, first_line: int, *, whole: bool) -> tuple[Any, int]:
+def _decode(
+    text: str, start: int, first_line: int, *, whole: bool, surrogates_checked: bool = True
+) -> tuple[Any, int]:
     try:
         if whole:
             value, end = json.loads(text), len(text)
@@ -114,16 +143,16 @@ def _decode(text: str, start: int, first_line: int, *, whole: bool) -> tuple[Any
             value, end = json.JSONDecoder().raw_decode(text, start)
     except json.JSONDecodeError as exc:
         line, column = _line_column(text, exc.pos, first_line)
-        raise InputError("not valid JSON", exc.msg, line=line, column=column) from None
+        raise InputError(NOT_JSON, exc.msg, line=line, column=column) from None
     except RecursionError:
         raise _too_deep_json(text, start, first_line) from None
     except ValueError as exc:  # int() refusing a literal of too many digits
         raise _long_number_json(text, start, first_line, exc) from None
-    _check_json_tree(value, text, start, first_line)
+    _check_json_tree(value, text, start, first_line, surrogates_checked)
     return value, end
 
 
-def _check_json_tree(value: Any, text: str, start: int, first_line: int) -> None:
+def _check_json_tree(value: Any, text: str, start: int, first_line: int, surrogates_checked: bool) -> None:
     # Level by level and without recursion, so the check itself has no depth limit.
     level = [value] if isinstance(value, (dict, list)) else []
     depth = 0
@@ -137,7 +166,7 @@ def _check_json_tree(value: Any, text: str, start: int, first_line: int) -> None
         level = below
     # A decoded string holds a lone surrogate only if the text has one or spells one
     # as an escape: look for the value (and its path) only then.
-    if _SURROGATE_ESCAPE.search(text, start) or _LONE_SURROGATE.search(text, start):
+    if surrogates_checked and (_SURROGATE_ESCAPE.search(text, start) or _LONE_SURROGATE.search(text, start)):
         _check_strings(value)
 
 
@@ -185,7 +214,7 @@ def _long_number_json(text: str, start: int, first_line: int, exc: ValueError) -
                 "number too long", f"an integer of {digits:,} digits (at most {limit:,} are read)",
                 line=line, column=column,
             )
-    return InputError("not valid JSON", str(exc))
+    return InputError(NOT_JSON, str(exc))
 
 
 # --------------------------------------------------------------------------- YAML

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Summarise micro-compaction telemetry from hermes-tui logs.
 
-    python scripts/micro_compaction_report.py [--per-session] [--json] [LOGFILE ...]
+    python scripts/micro_compaction_report.py [--per-session] [--json] [--hermes | LOGFILE ...]
 
-Defaults to $HERMES_HOME/logs/agent.log. The same report as ``hermes-tui report``;
+Defaults to hermes-tui's own agent.log ($HERMES_TUI_HOME/logs, else the user log dir);
+--hermes reads Hermes Agent's ($HERMES_HOME/logs/agent.log), read-only. The same report as ``hermes-tui report``;
 the code lives in ``hermes_tui.report``.
 """
 

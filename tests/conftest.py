@@ -1,5 +1,5 @@
 """Shared fixtures: the tiny MLX model, an offline Hugging Face environment, a real
-``mlx_lm.server`` serving the tiny model, and a throwaway HERMES_HOME.
+``mlx_lm.server`` serving the tiny model, and a throwaway HERMES_TUI_HOME.
 
 The Hugging Face hub is unreachable from tests and CI, so everything that touches
 mlx_lm/transformers runs with HF_HUB_OFFLINE=1 and an HF_HOME whose ``hub`` folder
@@ -201,8 +201,10 @@ def mlx_server(tiny_model, hf_offline_env, tmp_path_factory) -> Iterator[MlxServ
 
 @pytest.fixture
 def hermes_home(tmp_path, monkeypatch) -> Path:
-    """A fresh HERMES_HOME for one test."""
+    """A fresh hermes-tui home (HERMES_TUI_HOME) for one test; Hermes Agent's home (HERMES_HOME) points
+    at a folder of its own that does not exist, so no test reads or writes the real ~/.hermes."""
     home = tmp_path / "hermes_home"
     home.mkdir()
-    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_TUI_HOME", str(home))
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes_agent_home"))
     return home

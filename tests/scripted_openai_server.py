@@ -16,9 +16,11 @@ A reply in the script is one of:
   ``{"id": "call_1" | null, "name": "read_file", "arguments": ["{\\"pa", "th\\": 1}"]}``:
   its first chunk carries the id (left out when null) and the name, each arguments
   piece follows in a chunk of its own. ``index`` (default: the call's position) may be
-  given; ``"interleave": true`` on the reply sends the calls' pieces alternately
+  given, or null to leave it out of the pieces; ``"interleave": true`` on the reply sends the calls' pieces alternately
   (several calls forming at once, as some servers do). A usage chunk and ``[DONE]``
-  end the stream.
+  end the stream;
+* ``{"raw": [chunk, ...]}``: these chunks (objects, or strings sent as they are:
+  JSON text with escapes of our choosing), then ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -45,11 +47,11 @@ def stream_chunks(reply: dict) -> list[dict]:
     chunks += [_chunk({"content": piece}) for piece in reply.get("text", [])]
     per_call: list[list[dict]] = []
     for position, call in enumerate(reply.get("tool_calls", [])):
-        index = call.get("index", position)
-        first: dict = {"index": index, "type": "function", "function": {"name": call["name"], "arguments": ""}}
+        index = {"index": call.get("index", position)} if call.get("index", position) is not None else {}
+        first: dict = {**index, "type": "function", "function": {"name": call["name"], "arguments": ""}}
         if call.get("id") is not None:
             first["id"] = call["id"]
-        pieces = [first] + [{"index": index, "function": {"arguments": a}} for a in call.get("arguments", [])]
+        pieces = [first] + [{**index, "function": {"arguments": a}} for a in call.get("arguments", [])]
         per_call.append(pieces)
     if reply.get("interleave"):
         ordered = [p for group in zip_longest(*per_call) for p in group if p is not None]
@@ -90,8 +92,9 @@ def serve(script_path: Path, requests_path: Path) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            for chunk in stream_chunks(reply):
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            for chunk in reply["raw"] if "raw" in reply else stream_chunks(reply):
+                data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                self.wfile.write(f"data: {data}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

@@ -103,7 +103,7 @@ def write_config(path: Path, base_url: str, **agent: Any) -> Path:
 
 
 def cli_env(home: Path) -> dict[str, str]:
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("OPENAI_API_KEY", None)
     return env
 

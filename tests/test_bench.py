@@ -357,7 +357,7 @@ def test_a_session_that_runs_out_of_exchanges_starts_again(tiny_model, hf_offlin
 
 
 def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(hermes_home)}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "bench", "--provider", "mlx", "--model", str(tiny_model.q4),
          "--passes", "2", "--json", "--max-tokens", str(CAP)],
@@ -381,7 +381,7 @@ def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
 
 
 def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_home, tmp_path):
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(hermes_home)}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}
     missing = tmp_path / "nothing-here"
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "bench", "--provider", "mlx", "--model", str(missing), "--no-save"],
@@ -391,3 +391,22 @@ def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_h
     errors = [line for line in proc.stderr.splitlines() if line.startswith("hermes-tui bench:")]
     assert len(errors) == 1 and str(missing) in errors[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
+    from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+    from hermes_tui.transcript import wire_view
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    session = json.loads(bench.SAMPLE_SESSION.read_text(encoding="utf-8"))
+    first_user = next(n for n, m in enumerate(session) if m["role"] == "user")
+    session[first_user] = {"role": "user", "content": [{"type": "text", "text": session[first_user]["content"]}, image]}
+    path = tmp_path / "with_image.json"
+    path.write_text(json.dumps(session), encoding="utf-8")
+
+    loaded = bench.load_session(path)
+    source = bench._PassSource(loaded, ExtractiveSummarizer(), BenchConfig(["extractive"], session_path=path))
+
+    assert wire_view(source.conv.messages, merge_same_role=False) == [
+        {k: v for k, v in m.items() if k != "meta"} for m in session]
+    assert {m.id for m in source.conv.messages}.isdisjoint(m.id for m in loaded)  # fresh copies

@@ -1,6 +1,6 @@
-"""``hermes-tui`` as users run it: the real entry point in a subprocess, HERMES_HOME in a
+"""``hermes-tui`` as users run it: the real entry point in a subprocess, HERMES_TUI_HOME in a
 temp dir, a transcript file on disk, the compacted transcript on stdout (or ``--out``),
-telemetry in ``$HERMES_HOME/logs/agent.log`` and one error line on stderr for bad input.
+telemetry in ``$HERMES_TUI_HOME/logs/agent.log`` and one error line on stderr for bad input.
 
 The integration tests point ``compact`` at a real ``mlx_lm.server`` serving the tiny
 random-weight model (``conftest.mlx_server``). That model never emits an end token, so
@@ -37,7 +37,7 @@ CLI_TIMEOUT_S = 120
 def run_cli(
     home: Path, *args: str, entry: str = "module", cwd: Path | None = None, timeout: float = CLI_TIMEOUT_S
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("OPENAI_API_KEY", None)
     return subprocess.run(
         [*ENTRY_POINTS[entry], *args],
@@ -55,7 +55,7 @@ def explain(proc: subprocess.CompletedProcess) -> str:
 
 
 def telemetry(home: Path) -> list[dict[str, Any]]:
-    """The micro telemetry records in ``$HERMES_HOME/logs/agent.log`` (each line's JSON must parse)."""
+    """The micro telemetry records in ``$HERMES_TUI_HOME/logs/agent.log`` (each line's JSON must parse)."""
     log = home / "logs" / "agent.log"
     records = []
     for line in log.read_text(encoding="utf-8").splitlines():
@@ -681,6 +681,63 @@ def test_max_tokens_cap_is_honoured(mlx_server):
     report = compactor.micro_pass(conv)
     assert report.fields["failure"] == "cut_off", report.fields
     assert report.fields["completion_tokens"] == MAX_TOKENS
+
+
+# --- resuming an interrupted compact ----------------------------------------------------------
+
+
+IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+OTHER_IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def resumable_session(image: str, *, marker: bool = True) -> list[dict[str, Any]]:
+    """``agent_session()`` with an image in the first request and (``marker``) an imported
+    marker ahead of it."""
+    from hermes_tui.transcript import make_marker
+
+    session = agent_session()
+    imported = make_marker("micro", "- Read the README and the export module.", covers=[]).to_openai(with_meta=True)
+    first = next(n for n, m in enumerate(session) if m["role"] == "user")
+    session[first] = {"role": "user", "content": [
+        {"type": "text", "text": USER_1}, {"type": "image_url", "image_url": {"url": image}}]}
+    return [*session[:first], *([imported] if marker else []), *session[first:]]
+
+
+def interrupted_compact(home: Path, transcript: Path) -> str:
+    """The id of the session a ``compact`` killed at the end of its second turn left behind."""
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "HERMES_TUI_CRASH_AT": "turn.end:2"}
+    env.pop("OPENAI_API_KEY", None)
+    killed = subprocess.run(
+        [*ENTRY_POINTS["module"], "compact", str(transcript), *COMPACT], env=env, cwd=home,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+    )
+    assert killed.returncode == -9, explain(killed)
+    listed = run_cli(home, "sessions", "list", "--json")
+    assert listed.returncode == 0, explain(listed)
+    (only,) = json.loads(listed.stdout)
+    return only["id"]
+
+
+def test_compact_resume_continues_a_transcript_that_holds_markers(home, tmp_path):
+    transcript = write_json(tmp_path / "session.json", resumable_session(IMAGE))
+    session_id = interrupted_compact(home, transcript)
+
+    proc = run_cli(home, "compact", str(transcript), *COMPACT, "--resume", session_id)
+
+    assert proc.returncode == 0, explain(proc)
+    assert f"stored as session {session_id}" in proc.stderr
+    assert user_contents(json.loads(proc.stdout))[1:] == [USER_2, USER_3]
+
+
+def test_compact_resume_refuses_a_transcript_that_differs_only_in_an_image(home, tmp_path):
+    session_id = interrupted_compact(home, write_json(tmp_path / "session.json", resumable_session(IMAGE, marker=False)))
+    other = write_json(tmp_path / "other.json", resumable_session(OTHER_IMAGE, marker=False))
+
+    proc = run_cli(home, "compact", str(other), *COMPACT, "--resume", session_id)
+
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert re.search(rf"other\.json: message \d+ differs from session {session_id}: not the same transcript", proc.stderr), explain(proc)
 
 
 def test_compact_mode_flag_reaches_telemetry_and_report(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hermes_tui import config as config_module
+from hermes_tui.config_edit import save_changes
 from hermes_tui.config import (
     Config,
     ConfigError,
@@ -63,6 +64,7 @@ DESIGN_DEFAULTS = {
         "max_output_bytes": 32000,
         "workspace": "",
     },
+    "mcp_servers": {},
 }
 
 
@@ -98,7 +100,7 @@ def test_missing_file_gives_defaults_and_is_not_created(tmp_path):
 
 
 def test_default_path_comes_from_paths(tmp_path, monkeypatch):
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path))
     (tmp_path / "config.yaml").write_text("compression:\n  threshold: 0.5\n")
     assert load_config().compression.threshold == 0.5
 
@@ -523,6 +525,68 @@ def test_save_replaces_via_a_temp_file_in_the_same_dir(tmp_path, monkeypatch):
     assert load_config(path) == Config()
 
 
+# Hermes Agent's own config.yaml, in the shape it writes: sections hermes-tui does not have.
+HERMES_AGENT_CONFIG = """\
+model:
+  default: anthropic/claude-opus-4
+  provider: auto
+terminal:
+  backend: local
+  cwd: .
+toolsets:
+  - hermes-cli
+compression:
+  enabled: true
+  threshold: 0.5
+  summary_model: google/gemini-flash
+"""
+
+
+@pytest.mark.parametrize("text, problem", [
+    (HERMES_AGENT_CONFIG, "top-level sections terminal, toolsets are not hermes-tui's"),
+    ("model:\n  provider: auto\ndisplay:\n  skin: dark\n", "top-level section display is not hermes-tui's"),
+    ("- a\n- list\n", "the top level is a list, not sections of keys"),
+    ("terminal:\n  backend: [local\n", "not valid YAML, and its line 'terminal:' is not a hermes-tui section"),
+])
+def test_save_refuses_a_file_that_is_not_ours_and_keeps_it_byte_identical(tmp_path, text, problem):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(text.encode())
+    for save in (lambda: save_config(Config(), path),
+                 lambda: save_changes(path, {"compression.threshold": 0.6}, base=Config())):
+        with pytest.raises(ConfigError) as caught:
+            save()
+        message = str(caught.value)
+        assert message == (f"{path}: not a hermes-tui config ({problem}); it was left untouched: "
+                           "point --config or HERMES_TUI_HOME at a config.yaml of hermes-tui's own")
+        assert path.read_bytes() == text.encode()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # no backup, no temp file
+
+
+def test_a_broken_file_of_ours_is_replaced_and_every_backup_is_kept(tmp_path):
+    """Each replaced version gets a backup of its own: the second save never overwrites the first's."""
+    path = tmp_path / "config.yaml"
+    first = b"# mine\ncompression:\n  threshold: [0.5\n"
+    path.write_bytes(first)
+    result = save_changes(path, {"compression.threshold": 0.5}, base=Config())
+    assert result.backup is not None and result.backup.read_bytes() == first
+    assert load_config(path).compression.threshold == 0.5
+    second = b"compression:\n  threshold: 7\n"  # the user breaks it again, differently
+    path.write_bytes(second)
+    again = save_changes(path, {"compression.threshold": 0.4}, base=Config())
+    assert again.backup is not None and again.backup != result.backup
+    assert result.backup.read_bytes() == first and again.backup.read_bytes() == second
+    assert sorted(p.name for p in tmp_path.glob("config.yaml.*.bak")) == sorted([result.backup.name, again.backup.name])
+    assert load_config(path).compression.threshold == 0.4
+
+
+def test_a_loadable_file_is_edited_in_place_without_a_backup(tmp_path):
+    path = write(tmp_path, "compression:\n  threshold: 0.5   # my note\n")
+    result = save_changes(path, {"compression.threshold": 0.7})
+    assert result.kept_layout and result.backup is None
+    assert path.read_text() == "compression:\n  threshold: 0.7   # my note\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
 def test_yaml_error_mentions_where_the_broken_construct_started(tmp_path):
     error = load_error(tmp_path, 'model:\n  model: "qwen\n')
     assert str(error).endswith(
@@ -541,3 +605,67 @@ def test_server_name_as_provider_points_to_openai_api(tmp_path):
         ": line 3: auxiliary.compression.provider: expected one of auto, mlx, openai-api, extractive; "
         "got 'ollama' (for an OpenAI-compatible server use openai-api and set base_url)"
     )
+
+
+# --------------------------------------------------------------------------- mcp_servers
+
+
+def test_mcp_servers_stdio_and_http(tmp_path):
+    path = write(tmp_path, """\
+        mcp_servers:
+          github:
+            command: npx
+            args: [-y, server-github]
+            env: [GITHUB_TOKEN]
+            trust: read-only
+            tools: {deny: ["delete_*"]}
+          docs:
+            url: https://example.com/mcp
+            headers: {Authorization: "Bearer ${DOCS_TOKEN}"}
+            env_note_is_not_a_key: 1
+        """)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: line 11: mcp_servers.docs.env_note_is_not_a_key: unknown key")
+    path.write_text(path.read_text().replace("    env_note_is_not_a_key: 1\n", ""))
+    servers = load_config(path).mcp_servers
+    assert servers["github"].transport == "stdio" and servers["docs"].transport == "http"
+    assert servers["github"].env == {"GITHUB_TOKEN": "$GITHUB_TOKEN"}  # a list names variables passed as they are
+    assert servers["github"].tools.deny == ["delete_*"] and servers["github"].tools.allow is None
+    assert servers["docs"].trust == "ask" and servers["docs"].enabled is True
+
+
+@pytest.mark.parametrize("server, line, expected", [
+    ('{command: x, env: {TOKEN: ghp_abc123}}', 2,
+     "mcp_servers.a.env: TOKEN must name a variable of our environment ($NAME), not hold a value"),
+    ('{command: x, env: [not-a-name]}', 2, "mcp_servers.a.env: a list of variable names to pass"),
+    ('{url: "https://x/mcp", headers: {Authorization: "Bearer abc123"}}', 2,
+     "mcp_servers.a.headers: header Authorization must take its value from the environment"),
+    ('{command: x, url: "https://x/mcp"}', 2, "mcp_servers.a: set either command (stdio) or url"),
+    ('{trust: yes-please, command: x}', 2, "mcp_servers.a.trust: expected one of ask, read-only, trusted"),
+    ('{command: x, timeout: 0}', 2, "mcp_servers.a.timeout: must be greater than 0"),
+    ('{command: x, tools: {allow: read}}', 2, "mcp_servers.a.tools.allow: "),
+])
+def test_mcp_server_errors_are_one_line_and_never_echo_a_secret(tmp_path, server, line, expected):
+    error = load_error(tmp_path, f"mcp_servers:\n  a: {server}\n")
+    assert f": line {line}: {expected}" in str(error)
+    assert "ghp_abc123" not in str(error) and "abc123" not in str(error)
+
+
+def test_mcp_server_name_must_be_tool_safe(tmp_path):
+    error = load_error(tmp_path, 'mcp_servers:\n  "my server": {command: x}\n')
+    assert "mcp_servers: server name 'my server': use 1-32 letters, digits, _ or -" in str(error)
+
+
+def test_mcp_servers_round_trip_through_save(tmp_path):
+    path = write(tmp_path, """\
+        mcp_servers:
+          gh: {command: npx, env: {GH: $GITHUB_TOKEN}, cwd: ~/src}
+          web: {url: "http://127.0.0.1:9/mcp", headers: {X-Key: "${WEB_KEY}"}, enabled: false}
+        """)
+    config = load_config(path)
+    save_config(config, path)
+    assert load_config(path) == config
+    assert "mcp_servers:" in path.read_text() and "  gh:\n    command: npx" in path.read_text()
+    changed = apply_overrides(config, {"mcp_servers.web.enabled": True})
+    assert changed.mcp_servers["web"].enabled and not config.mcp_servers["web"].enabled

@@ -612,3 +612,39 @@ def test_background_resolver_callback_error_is_contained(hermes_home, caplog):
     assert resolver.wait(5) == ContextLimit(128000, "table")
     resolver._thread.join(5)
     assert "context limit callback failed" in caplog.text
+
+
+# --------------------------------------------------------------------------- junk answers
+
+DEEP = b'{"data": ' * 5000 + b"null" + b"}" * 5000
+LONG_NUMBER = b'{"data": [{"id": "m", "max_model_len": ' + b"9" * 5000 + b"}]}"
+
+
+def one_line_warnings(caplog) -> list[str]:
+    records = [r for r in caplog.records if r.name.startswith("hermes_tui") and r.levelno >= 30]
+    assert all(r.exc_info is None and "\n" not in r.getMessage() for r in records)
+    return [r.getMessage() for r in records]
+
+
+@pytest.mark.parametrize("body, problem", [(DEEP, "too deeply nested"), (LONG_NUMBER, "number too long")])
+def test_a_junk_server_answer_is_one_warning_and_the_table_answers(serve, hermes_home, caplog, body, problem):
+    server = serve({
+        ("GET", "/v1/models"): lambda handler, _b: send(handler, 200, body),
+        ("GET", "/props"): lambda handler, _b: send(handler, 200, body),
+    })
+    cfg = ModelConfig(provider="openai-api", base_url=f"{server.root}/v1", model="qwen2.5:7b")
+    with caplog.at_level("DEBUG", logger="hermes_tui"):
+        assert resolve(cfg) == ContextLimit(32768, "table")
+    warnings = one_line_warnings(caplog)
+    assert any(f"{server.root}/v1/models" in w and problem in w for w in warnings), caplog.text
+    assert "Traceback" not in caplog.text
+
+
+def test_a_deeply_nested_model_config_is_one_warning_and_the_table_answers(tmp_path, hermes_home, caplog):
+    folder = tmp_path / "Qwen2.5-7B-Instruct"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(b'{"text_config": ' * 5000 + b"{}" + b"}" * 5000)
+    with caplog.at_level("DEBUG", logger="hermes_tui"):
+        assert resolve(ModelConfig(provider="mlx", model=str(folder))) == ContextLimit(32768, "table")
+    warnings = one_line_warnings(caplog)
+    assert any(str(folder / "config.json") in w and "too deeply nested" in w for w in warnings), caplog.text

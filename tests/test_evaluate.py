@@ -150,7 +150,7 @@ def test_the_tracker_ignores_passes_that_absorbed_nothing():
 
 
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HERMES_HOME": str(home)}
+    env = {**os.environ, "HERMES_TUI_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "hermes_tui.cli", *args], capture_output=True, text=True,
                           timeout=120, env=env, cwd=REPO)
 
@@ -203,7 +203,7 @@ def test_eval_probe_asks_a_real_chat_model(tmp_path, tiny_model, hf_offline_env)
     """--probe through the real MLX chat path: the tiny model answers (noise: random weights),
     every probe is asked on the compacted transcript, and the answers are scored."""
     path = small_transcript(tmp_path)
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(tmp_path)}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "eval", str(path), "--provider", "extractive",
          "--context-limit", "4096", "--probe", "--chat-provider", "mlx", "--chat-model", str(tiny_model.fp32),
@@ -217,3 +217,18 @@ def test_eval_probe_asks_a_real_chat_model(tmp_path, tiny_model, hf_offline_env)
         assert probe["error"] is None, probe
         assert probe["answer"], probe  # the model was asked and answered
         assert 0.0 <= probe["score"] <= 1.0 and probe["hits"] <= len(probe["expected"])
+
+
+def test_planted_text_reaches_the_wire_of_a_message_with_parts():
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    messages = transcript(6)
+    messages[2] = Message.from_openai({**messages[2].to_openai(), "content": [{"type": "text", "text": "Looking."}, image]})
+
+    planted_messages, planted = plant(messages, every=1, seed=3)
+
+    wire = planted_messages[2].to_openai()
+    assert planted[0].message_id == messages[2].id
+    assert wire["content"][:2] == [{"type": "text", "text": "Looking."}, image]
+    assert wire["content"][2] == {"type": "text", "text": planted[0].text}
+    assert planted_messages[2].tool_calls == messages[2].tool_calls
+    assert planted_messages[2].content.endswith(planted[0].text)

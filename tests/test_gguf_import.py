@@ -700,7 +700,7 @@ def test_import_subcommand(f32_gguf, hermes_home, tmp_path, capsys):
 def test_cli_models_import(f32_gguf, tmp_path, hf_offline_env):
     """Through the real command, once the models command group is wired to add_import_parser."""
     exe = Path(sys.executable).with_name("hermes-tui")
-    env = {**os.environ, **hf_offline_env, "HERMES_HOME": str(tmp_path / "home")}
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(tmp_path / "home")}
     probe = subprocess.run([str(exe), "models", "import", "--help"], capture_output=True, text=True, env=env)
     if probe.returncode != 0:
         pytest.skip("`hermes-tui models import` is not wired into the CLI yet")

@@ -42,7 +42,7 @@ CLI = [sys.executable, "-m", "hermes_tui.cli"]
 class HubEnv(NamedTuple):
     fake: FakeHub
     cache: Path
-    home: Path        # HERMES_HOME
+    home: Path        # HERMES_TUI_HOME
     env: dict         # for subprocesses
 
 
@@ -313,7 +313,7 @@ def test_an_unknown_revision_is_one_line(hub_env):
 
 @pytest.fixture
 def imported(hub_env, tiny_model) -> Path:
-    """A model folder in $HERMES_HOME/models, as `models import` leaves it."""
+    """A model folder in $HERMES_TUI_HOME/models, as `models import` leaves it."""
     folder = hub_env.home / "models" / "my-tiny"
     shutil.copytree(tiny_model.q4, folder)
     (hub_env.home / "models" / ".half-written").mkdir()  # hidden: work in progress, never listed

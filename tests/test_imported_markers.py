@@ -263,6 +263,35 @@ def test_marker_metadata_on_other_roles_is_ignored(role):
         assert planted[0] in conv.messages  # a user or system message is never absorbed nor a marker
 
 
+def marker_tagged_misfits() -> dict[str, list[Message]]:
+    """Messages tagged as markers that compaction does not take as markers."""
+    unknown = forged_marker({"summary": "- Earlier work.", "covers": []})
+    unknown.meta["compaction"] = "mega"
+    return {"with tool calls": tagged_call(), "unknown kind": [unknown]}
+
+
+@pytest.mark.parametrize("case", ["with tool calls", "unknown kind"])
+def test_what_compaction_does_not_take_as_a_marker_is_no_marker_on_screen_in_the_store_or_export(case, tmp_path):
+    import sqlite3
+
+    from hermes_tui.store.export import to_markdown
+    from hermes_tui.tui.widgets.messages import MarkerMessage, view_for
+
+    planted = marker_tagged_misfits()[case]
+    assert read_marker(planted[0]) is None
+    assert not planted[0].is_marker and planted[0].marker_kind is None
+    assert not isinstance(view_for(planted[0]), MarkerMessage)
+
+    path = tmp_path / "sessions.db"
+    with Store(path) as store:
+        info = store.create_session("t", messages=planted)
+        markdown = to_markdown(info, store.load_active(info.id))
+    kinds = [row[0] for row in sqlite3.connect(path).execute("SELECT kind FROM messages ORDER BY position")]
+    assert kinds == ["message"] * len(planted)
+    assert "## Context summary" not in markdown
+    assert "## Assistant" in markdown
+
+
 # --- batch folding the previous summary -----------------------------------------------------
 
 

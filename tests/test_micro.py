@@ -121,6 +121,29 @@ def test_three_failures_on_the_same_exchange_skip_it():
     assert all(m in conv.messages for m in skipped)  # skipped messages stay verbatim
 
 
+def test_a_failed_pass_carries_the_summarizer_message_redacted_into_the_log_not_the_telemetry(caplog):
+    from hermes_tui.summarizers.base import SummarizerError
+
+    secret = "sk-proj-Q3f9XbZt7LmN2pVw8KcR4hJy6DsA1eGu5TiO0qWx"
+
+    def refuse(request):
+        raise SummarizerError("http_4xx", f"compression endpoint answered 401: bad key {secret}\n(check auxiliary.compression)")
+
+    compactor, conv = make_compactor(ScriptedSummarizer(refuse))
+    conv.extend(agent_session(exchanges=8, size=100))
+    with caplog.at_level(logging.INFO, logger="hermes_tui"):
+        report = compactor.micro_pass(conv)
+    assert report.outcome == "summarize_failed"
+    assert report.detail.startswith("compression endpoint answered 401: bad key ")
+    assert report.detail.endswith("(check auxiliary.compression)") and "\n" not in report.detail
+    assert secret not in report.detail
+    (human,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Micro-compaction failed")]
+    assert human.endswith(report.detail)
+    assert "detail" not in report.fields and not any("bad key" in str(v) for v in report.fields.values())
+    assert not any("bad key" in r.getMessage() for r in caplog.records if MICRO_PREFIX in r.getMessage())
+    assert secret not in caplog.text
+
+
 def test_failures_on_different_exchanges_do_not_add_up():
     compactor, conv = make_compactor(ScriptedSummarizer(failing("http_5xx")))
     conv.extend(agent_session(exchanges=8, size=100))

@@ -195,7 +195,7 @@ def test_compact_with_the_mlx_provider_end_to_end(tiny_model, hermes_home, hf_of
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "compact", str(transcript), "--provider", "mlx",
          "--model", str(tiny_model.q4), "--context-limit", "2048", "--turns", "step"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "HERMES_HOME": str(hermes_home)},
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HERMES_TUI_HOME": str(hermes_home)},
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -335,6 +335,82 @@ def test_a_queued_generation_ends_at_once_on_cancel_or_timeout(tiny_model):
         held.close()
     assert not held.thread.is_alive() and not runtime.busy
     assert runtime.generate(loaded, CHAT, max_tokens=3).completion_tokens == 3  # the queue still runs
+
+
+# The tiny model prefills ~200 tokens/s on this project's CPU test machines, so a ~3K-token
+# prompt takes ~15 s to read: long enough to stop it part-way. mlx_lm reads a prompt in
+# steps of 2048 tokens by default and a step cannot be interrupted.
+LONG_PROMPT_TOKENS = 3000
+MLX_LM_DEFAULT_PREFILL_STEP = 2048
+
+
+def long_prompt(runtime: MlxRuntime, loaded, tokens: int = LONG_PROMPT_TOKENS) -> list[dict]:
+    """A chat whose prompt is at least ``tokens`` tokens long (and not much longer)."""
+    lines = []
+    while True:
+        messages = [{"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "\n".join(lines) or "Summarise this build log."}]
+        if len(runtime.prompt_tokens(loaded, messages)) >= tokens:
+            return messages
+        lines.append(f"step {len(lines)}: compiling module_{len(lines)}.c with -O2, 3 warnings, error E{len(lines) % 97}")
+
+
+def started_running(job) -> None:
+    wait_for(lambda: job.state != "queued", "the generation never started", limit=30)
+
+
+@pytest.mark.timeout(180)
+def test_cancel_during_a_long_prefill_stops_before_the_prompt_is_read(tiny_model):
+    runtime = MlxRuntime()
+    loaded = runtime.load(str(tiny_model.fp32))
+    messages = long_prompt(runtime, loaded)
+    cancel = threading.Event()
+    job = runtime.start_generation(loaded, messages, max_tokens=8, cancel=cancel)
+    started_running(job)
+    time.sleep(0.5)
+    cancel.set()
+    cancelled_at = time.perf_counter()
+    assert job.wait(60), "the cancelled prefill never ended"
+    stopped_in = time.perf_counter() - cancelled_at
+    with pytest.raises(GenerationAborted) as info:
+        job.result()
+    aborted = info.value
+    assert aborted.reason == "cancelled"
+    assert aborted.prompt_tokens == len(runtime.prompt_tokens(loaded, messages)) >= LONG_PROMPT_TOKENS
+    assert 0 < aborted.prompt_tokens_processed < MLX_LM_DEFAULT_PREFILL_STEP  # stopped inside the first default step
+    assert stopped_in < 5, stopped_in  # bounds a hang; the benchmark measures the figure
+    assert not runtime.busy
+    assert runtime.generate(loaded, CHAT, max_tokens=3).completion_tokens == 3
+
+
+@pytest.mark.timeout(180)
+def test_a_deadline_ends_a_long_prefill_part_way(tiny_model):
+    runtime = MlxRuntime()
+    loaded = runtime.load(str(tiny_model.fp32))
+    messages = long_prompt(runtime, loaded)
+    started = time.perf_counter()
+    with pytest.raises(GenerationAborted) as info:
+        runtime.generate(loaded, messages, max_tokens=8, timeout=1.0)
+    elapsed = time.perf_counter() - started
+    assert info.value.reason == "timeout"
+    assert info.value.prompt_tokens_processed < MLX_LM_DEFAULT_PREFILL_STEP
+    assert elapsed < 6, elapsed
+
+
+@pytest.mark.timeout(300)
+def test_a_prompt_read_in_steps_generates_what_mlx_lm_generates(tiny_model):
+    from mlx_lm import generate as mlx_lm_generate
+
+    runtime = MlxRuntime()
+    loaded = runtime.load(str(tiny_model.fp32))
+    messages = long_prompt(runtime, loaded, tokens=1200)
+    ours = runtime.generate(loaded, messages, max_tokens=12)
+    tokens = runtime.prompt_tokens(loaded, messages)
+    theirs = runtime._call(lambda: mlx_lm_generate(loaded.model, loaded.tokenizer, tokens, max_tokens=13))
+    # mlx_lm.generate stops one token short of stream_generate's count for the same max_tokens
+    assert ours.prompt_tokens == len(tokens) and ours.completion_tokens == 12
+    assert theirs.startswith(ours.text) and ours.text, (ours.text, theirs)
+    assert ours.prompt_tps > 0
 
 
 EXIT_SCRIPT = """

@@ -2,9 +2,8 @@
 waiting for the device (a chat reply holding it), loading and generation all count.
 Real mlx_lm generation with the tiny model (it never emits an end token).
 
-Prefill is checked between mlx_lm's prefill steps (2048 tokens), so a prompt that long
-overruns the deadline by up to one step; not tested here: on this CPU one step of the
-tiny model takes ~10 s."""
+A long prompt is checked between the runtime's prefill steps (about
+``mlx_runtime.PREFILL_STEP_S`` each): ``test_mlx.test_a_deadline_ends_a_long_prefill_part_way``."""
 
 from __future__ import annotations
 

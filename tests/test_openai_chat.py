@@ -650,3 +650,34 @@ def test_collect_requires_exactly_one_done():
     assert info.value.kind == MALFORMED
     with pytest.raises(ChatError):
         collect([done, done])
+
+
+def test_lone_surrogates_in_a_streamed_reply_are_repaired_and_the_reply_stores(endpoint, tmp_path):
+    from hermes_tui.store import Store
+    from hermes_tui.transcript import Message
+
+    # The server escapes each half of a pair in its own chunk, and sends one half alone.
+    endpoint.reply = sse_reply(
+        chunk(), '{"choices": [{"index": 0, "delta": {"content": "Tests pass \\ud83d"}}]}',
+        '{"choices": [{"index": 0, "delta": {"content": "\\ude00 but \\ud800"}}]}',
+        '{"choices": [{"index": 0, "delta": {"content": " is odd \\ud83d"}}]}',
+        chunk(finish_reason="stop"), "[DONE]",
+    )
+    _, done = drain(OpenAIChatClient(endpoint.base_url, "m"))
+
+    assert done.text == "Tests pass \U0001F600 but \ufffd is odd \ufffd"
+    with Store(tmp_path / "state.db") as store:
+        session = store.create_session("t")
+        store.flush(session.id, [Message(role="user", content="Run the tests."),
+                                 Message(role="assistant", content=done.text)])
+        assert store.load_active(session.id)[-1].content == done.text
+
+
+@pytest.mark.parametrize("data, problem", [
+    ('{"choices": ' * 5000 + "null" + "}" * 5000, "too deeply nested"),
+    ('{"choices": [{"index": 0, "delta": {"content": "hi"}}], "created": ' + "7" * 5000 + "}", "number too long"),
+])
+def test_an_unreadable_stream_chunk_is_malformed_in_one_line(endpoint, data, problem):
+    endpoint.reply = sse_reply(chunk(), data, chunk(finish_reason="stop"), "[DONE]")
+    error = fail_with(OpenAIChatClient(endpoint.base_url, "m"), MALFORMED)
+    assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)

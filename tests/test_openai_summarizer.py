@@ -383,3 +383,40 @@ def test_a_slow_answer_within_the_deadline_is_read_whole():
         result = OpenAISummarizer(server.base_url, "m", timeout=30).complete(MESSAGES, max_tokens=8)
     assert result.text.startswith("A summary of the exchange.")
     assert server.finished.is_set()
+
+
+def test_lone_surrogates_in_a_summary_are_repaired_and_the_pass_stores(endpoint, tmp_path, hermes_home):
+    from helpers import agent_session
+    from hermes_tui.config import Config
+    from hermes_tui.conversation import Conversation
+    from hermes_tui.store import Store
+    from hermes_tui.wiring import make_compactor, make_counter
+
+    body = json.dumps(chat_completion("- Ran the tests: \\ud800 all green \\ud83d\\ude00."))
+    # json.dumps escaped our backslashes: undo that so the server sends JSON escapes of surrogates
+    body = body.replace("\\\\u", "\\u")
+    endpoint.reply = lambda h: send(h, 200, body.encode())
+    config = Config().with_overrides({
+        "auxiliary.compression.provider": "openai-api",
+        "auxiliary.compression.base_url": endpoint.base_url,
+        "auxiliary.compression.model": "small-model",
+    })
+    counter = make_counter(config)
+    compactor = make_compactor(config, counter=counter, context_limit=8192)
+    conv = Conversation(agent_session(exchanges=14, size=60), counter=counter)
+    with Store(tmp_path / "state.db") as store:
+        session = store.create_session("t", messages=conv.messages)
+        report = compactor.micro_pass(conv, lambda result: store.archive_and_compact(session.id, result))
+        assert report.outcome == "absorbed", report.fields
+        (marker,) = [m for m in store.load_active(session.id) if m.is_marker]
+    assert "- Ran the tests: \ufffd all green \U0001F600." in marker.meta["summary"]
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b'{"choices": ' * 5000 + b"null" + b"}" * 5000, "too deeply nested"),
+    (b'{"choices": [{"message": {"content": "ok"}}], "created": ' + b"7" * 5000 + b"}", "number too long"),
+])
+def test_an_unreadable_json_answer_is_malformed_in_one_line(endpoint, body, problem):
+    endpoint.reply = lambda h: send(h, 200, body)
+    error = fail_with(OpenAISummarizer(endpoint.base_url, "m"), MALFORMED)
+    assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)

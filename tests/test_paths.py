@@ -1,4 +1,5 @@
-"""HERMES_HOME moves every location; without it, platformdirs decides."""
+"""HERMES_TUI_HOME moves every location; without it, platformdirs decides. HERMES_HOME is Hermes
+Agent's home: it never moves our files, and nothing of ours is written inside it."""
 
 from __future__ import annotations
 
@@ -22,39 +23,40 @@ ALL_PATHS = {
 
 @pytest.fixture
 def no_home(monkeypatch):
+    monkeypatch.delenv("HERMES_TUI_HOME", raising=False)
     monkeypatch.delenv("HERMES_HOME", raising=False)
 
 
-def test_hermes_home_unset_or_empty_is_none(monkeypatch):
-    monkeypatch.delenv("HERMES_HOME", raising=False)
-    assert paths.hermes_home() is None
-    monkeypatch.setenv("HERMES_HOME", "  ")
-    assert paths.hermes_home() is None
+def test_home_override_unset_or_empty_is_none(monkeypatch):
+    monkeypatch.delenv("HERMES_TUI_HOME", raising=False)
+    assert paths.home_override() is None
+    monkeypatch.setenv("HERMES_TUI_HOME", "  ")
+    assert paths.home_override() is None
 
 
-def test_hermes_home_moves_every_path(tmp_path, monkeypatch):
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
-    assert paths.hermes_home() == tmp_path
+def test_hermes_tui_home_moves_every_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path))
+    assert paths.home_override() == tmp_path
     for name, relative in ALL_PATHS.items():
         assert getattr(paths, name)() == tmp_path / relative, name
 
 
-def test_hermes_home_is_expanded(tmp_path, monkeypatch):
+def test_hermes_tui_home_is_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("HERMES_TEST_DIR", "hermes")
-    monkeypatch.setenv("HERMES_HOME", "~/$HERMES_TEST_DIR")
-    assert paths.hermes_home() == tmp_path / "hermes"
+    monkeypatch.setenv("HERMES_TUI_HOME", "~/$HERMES_TEST_DIR")
+    assert paths.home_override() == tmp_path / "hermes"
     assert paths.config_path() == tmp_path / "hermes" / "config.yaml"
 
 
-def test_relative_hermes_home_is_made_absolute(tmp_path, monkeypatch):
+def test_relative_hermes_tui_home_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HERMES_HOME", "rel")
-    assert paths.hermes_home() == tmp_path / "rel"
-    assert paths.hermes_home().is_absolute()
+    monkeypatch.setenv("HERMES_TUI_HOME", "rel")
+    assert paths.home_override() == tmp_path / "rel"
+    assert paths.home_override().is_absolute()
 
 
-def test_platformdirs_without_hermes_home(no_home):
+def test_platformdirs_without_hermes_tui_home(no_home):
     app = "hermes-tui"
     assert paths.config_path() == platformdirs.user_config_path(app, appauthor=False) / "config.yaml"
     assert paths.state_db_path() == platformdirs.user_data_path(app, appauthor=False) / "state.db"
@@ -78,7 +80,7 @@ def test_xdg_locations_on_linux(tmp_path, monkeypatch, no_home):
 
 def test_computing_paths_creates_nothing(tmp_path, monkeypatch):
     home = tmp_path / "home"
-    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_TUI_HOME", str(home))
     for name in ALL_PATHS:
         getattr(paths, name)()
     assert not home.exists()
@@ -106,3 +108,56 @@ def test_ensure_dir_on_a_file_fails(tmp_path):
     with pytest.raises(OSError):
         paths.ensure_dir(blocker / "sub")
     assert isinstance(paths.ensure_dir(Path(tmp_path)), Path)
+
+
+# --- Hermes Agent's home ---------------------------------------------------------------------
+
+
+def test_hermes_home_alone_never_moves_our_files(tmp_path, monkeypatch, no_home):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "agent"))
+    app = "hermes-tui"
+    assert paths.home_override() is None
+    assert paths.config_path() == platformdirs.user_config_path(app, appauthor=False) / "config.yaml"
+    assert paths.state_db_path() == platformdirs.user_data_path(app, appauthor=False) / "state.db"
+    assert paths.log_path() == platformdirs.user_log_path(app, appauthor=False) / "agent.log"
+    for name in ALL_PATHS:
+        assert not getattr(paths, name)().is_relative_to(tmp_path / "agent"), name
+
+
+def test_hermes_agent_home_is_hermes_home_else_dot_hermes(tmp_path, monkeypatch, no_home):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert paths.hermes_agent_home() == tmp_path / ".hermes"
+    assert paths.hermes_agent_log_path() == tmp_path / ".hermes" / "logs" / "agent.log"
+    monkeypatch.setenv("HERMES_HOME", "~/agent")
+    assert paths.hermes_agent_home() == tmp_path / "agent"
+
+
+def test_ensure_dir_refuses_hermes_agent_home_and_creates_nothing(tmp_path, monkeypatch, no_home):
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("HERMES_HOME", str(agent))
+    for target in (agent, agent / "logs", agent / "hermes-tui" / "deeper"):
+        with pytest.raises(paths.HermesAgentHomeError) as caught:
+            paths.ensure_dir(target)
+        assert "Hermes Agent's home" in str(caught.value) and "HERMES_TUI_HOME" in str(caught.value)
+    assert not agent.exists()
+    assert paths.ensure_dir(tmp_path / "agent-not") == tmp_path / "agent-not"  # a sibling is fine
+
+
+def test_a_symlink_into_hermes_agent_home_is_inside_it(tmp_path, monkeypatch, no_home):
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (tmp_path / "link").symlink_to(agent)
+    monkeypatch.setenv("HERMES_HOME", str(agent))
+    assert paths.in_hermes_agent_home(tmp_path / "link" / "state.db")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG variables apply on Linux")
+def test_platformdirs_defaults_that_land_in_dot_hermes_are_refused(tmp_path, monkeypatch, no_home):
+    """XDG_DATA_HOME=~/.hermes would put our state.db inside Hermes Agent's default home."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / ".hermes"))
+    assert paths.state_db_path() == tmp_path / ".hermes" / "hermes-tui" / "state.db"
+    assert paths.in_hermes_agent_home(paths.state_db_path())
+    with pytest.raises(paths.HermesAgentHomeError):
+        paths.ensure_dir(paths.state_db_path().parent)
+    assert not (tmp_path / ".hermes").exists()

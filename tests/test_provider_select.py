@@ -63,3 +63,20 @@ def test_openai_chat_and_extractive():
     assert isinstance(make_chat_client(config.model), OpenAIChatClient)
     config = cfg(**{"auxiliary.compression.provider": "extractive"})
     assert isinstance(select.make_summarizer(config.auxiliary.compression), ExtractiveSummarizer)
+
+
+def test_no_usable_model_names_the_role_in_words(tiny_model):
+    from hermes_tui.tui.screens.first_run import first_run_problem
+
+    with pytest.raises(select.ProviderError) as chat:
+        make_chat_client(Config().model)
+    assert str(chat.value).startswith("no usable chat model: set model.base_url ")
+    assert first_run_problem(chat.value)[0] == "No chat model is configured"
+    with pytest.raises(select.ProviderError) as compression:
+        select.make_summarizer(Config().auxiliary.compression)
+    assert str(compression.value).startswith("no usable compression model: set auxiliary.compression.base_url ")
+    assert first_run_problem(compression.value)[0] == "No compression model is configured"
+    # a model is named but MLX has no GPU here: the reason comes first
+    with pytest.raises(select.ProviderError) as no_gpu:
+        make_chat_client(cfg(**{"model.model": str(tiny_model.fp32)}).model)
+    assert str(no_gpu.value).startswith("no usable chat model: MLX has no GPU on this machine, so set model.base_url ")

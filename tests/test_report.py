@@ -367,8 +367,9 @@ def test_main_missing_file(tmp_path, capsys):
     assert captured.err.strip() == f"micro_compaction_report: no such log file: {missing}"
 
 
-def test_main_default_log_is_under_hermes_home(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+def test_main_default_log_is_under_hermes_tui_home(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path))
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "agent"))  # Hermes Agent's log is never the default
     expected = tmp_path / "logs" / "agent.log"
     assert report.main([]) == 2
     assert str(expected) in capsys.readouterr().err
@@ -379,6 +380,33 @@ def test_main_default_log_is_under_hermes_home(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert str(expected) in out
     assert "net tokens saved        -299" in out  # a first pass costs tokens
+
+
+def test_main_hermes_reads_hermes_agents_log_and_leaves_it_alone(tmp_path, monkeypatch, capsys):
+    ours, agent = tmp_path / "ours", tmp_path / "agent"
+    monkeypatch.setenv("HERMES_TUI_HOME", str(ours))
+    monkeypatch.setenv("HERMES_HOME", str(agent))
+    log = agent / "logs" / "agent.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(std_line(REVIEW[0]) + "\n")
+    log.chmod(0o444)  # read-only: reading it needs no more
+    before = log.read_bytes(), log.stat().st_mtime_ns
+    assert report.main(["--hermes"]) == 0
+    out = capsys.readouterr().out
+    assert f"Micro-compaction report: {log}" in out and "net tokens saved        -299" in out
+    assert (log.read_bytes(), log.stat().st_mtime_ns) == before
+    assert sorted(p.relative_to(agent).as_posix() for p in agent.rglob("*")) == ["logs", "logs/agent.log"]
+    assert not ours.exists()
+    assert report.main(["--hermes", str(log)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_main_hermes_defaults_to_dot_hermes(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert report.main(["--hermes"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"micro_compaction_report: no such log file: {tmp_path / '.hermes' / 'logs' / 'agent.log'}")
 
 
 # --- the script -------------------------------------------------------------------------
@@ -435,12 +463,70 @@ def test_script_json(logs):
     assert math.isclose(document["overall"]["outcomes"]["store_failed"]["pct"], 100 / 3)
 
 
-@pytest.mark.integration
-def test_hermes_tui_report_takes_the_options_before_the_logs(logs, tmp_path):
-    # The form the demo prints: `hermes-tui report --per-session`.
-    result = subprocess.run(
-        [sys.executable, "-m", "hermes_tui.cli", "report", "--per-session", *map(str, logs)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+# --- through `hermes-tui report` --------------------------------------------------------
+
+HERMES_TUI = Path(sys.executable).parent / "hermes-tui"
+
+
+def run_hermes_tui(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(HERMES_TUI), *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False,
+        stdin=subprocess.DEVNULL,
     )
+
+
+@pytest.mark.integration
+def test_cli_report_per_session_before_the_logs(logs):
+    result = run_hermes_tui("report", "--per-session", *map(str, logs))
     assert result.returncode == 0, result.stderr
-    assert "Session review" in result.stdout and "trajectory" in result.stdout
+    assert result.stdout.startswith(f"Micro-compaction report: {logs[0]}, {logs[1]}\n")
+    assert "Session review" in result.stdout and "Session rough" in result.stdout
+    assert "27,479 -> 27,778" in result.stdout  # review's first trajectory row
+
+
+@pytest.mark.integration
+def test_cli_report_json_before_the_log(logs):
+    result = run_hermes_tui("report", "--json", str(logs[1]))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["files"] == [str(logs[1])]
+    assert document["overall"]["passes"] == 3
+    assert "sessions" not in document
+
+
+@pytest.mark.integration
+def test_cli_report_json_per_session(logs):
+    result = run_hermes_tui("report", "--json", "--per-session", *map(str, logs))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert list(document["sessions"]) == ["review", "rough", "only-batch"]
+
+
+@pytest.mark.integration
+def test_cli_report_help():
+    result = run_hermes_tui("report", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: hermes-tui report ")
+    for option in ("--per-session", "--json", "LOGFILE"):
+        assert option in result.stdout
+
+
+@pytest.mark.integration
+def test_script_per_session_before_the_logs(logs):
+    result = run_script("--per-session", *map(str, logs))
+    assert result.returncode == 0, result.stderr
+    assert "Session review" in result.stdout and "Session rough" in result.stdout
+
+
+@pytest.mark.integration
+def test_the_command_demo_ends_with_works(hermes_home):
+    demo = run_hermes_tui("demo", cwd=hermes_home)
+    assert demo.returncode == 0, demo.stderr
+    last = demo.stdout.strip().splitlines()[-1]
+    command = last.split("summarize it: ")[1].rstrip(")")
+    assert command == "hermes-tui report --per-session"
+    argv = command.split()
+    result = run_hermes_tui(*argv[1:], cwd=hermes_home)
+    assert result.returncode == 0, result.stderr
+    assert "Micro-compaction report: " in result.stdout
+    assert "trajectory (absorbed and defrag passes)" in result.stdout  # the demo's passes, per session

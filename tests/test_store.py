@@ -14,6 +14,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ from hermes_tui.compaction.state import MicroState, recover_state
 from hermes_tui.compaction.window import head_end
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store import db as store_db
+from hermes_tui.store import ownership
+from hermes_tui.store.ownership import APPLICATION_ID
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, user_version
@@ -227,6 +230,173 @@ def test_a_database_from_a_newer_hermes_is_refused_untouched(db_path):
     text = one_line_naming(caught.value, db_path)
     assert f"schema version {SCHEMA_VERSION + 5}" in text and "upgrade hermes-tui" in text
     assert digest(db_path) == before
+
+
+# --- whose database it is ------------------------------------------------------------------------
+
+
+def hermes_agent_db(path: Path, *, journal: str = "DELETE") -> None:
+    """A state.db shaped like Hermes Agent's: sessions and messages tables of its own."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA journal_mode = {journal}")
+    conn.executescript("""
+        CREATE TABLE schema_version (version INTEGER NOT NULL);
+        INSERT INTO schema_version VALUES (4);
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, started_at REAL NOT NULL,
+                               ended_at REAL, message_count INTEGER DEFAULT 0);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id),
+                               role TEXT NOT NULL, content TEXT, tool_calls TEXT, tool_name TEXT,
+                               timestamp REAL NOT NULL);
+        INSERT INTO sessions (id, source, model, started_at) VALUES ('20250101_abc', 'cli', 'claude', 1.0);
+        INSERT INTO messages (session_id, role, content, timestamp) VALUES ('20250101_abc', 'user', 'hi', 1.0);
+    """)
+    conn.close()
+
+
+def foreign_v2_db(path: Path) -> None:
+    """Another program's database at user_version 2 (the old code migrated it to 3)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.executescript("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('x');"
+                       "PRAGMA user_version = 2;")
+    conn.close()
+
+
+def side_files(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name))
+
+
+@pytest.mark.parametrize("make", [hermes_agent_db, foreign_v2_db], ids=["hermes-agent", "user-version-2"])
+def test_another_programs_database_is_refused_before_a_byte_is_written(db_path, make):
+    make(db_path)
+    before = digest(db_path)
+    with pytest.raises(StoreError) as caught:
+        Store(db_path)
+    text = one_line_naming(caught.value, db_path)
+    assert "not a hermes-tui database" in text and "left untouched" in text and "HERMES_TUI_HOME" in text
+    assert "already exists" not in text
+    assert digest(db_path) == before
+    assert side_files(db_path) == ["state.db"]  # no -wal, -shm or -journal: not even the journal mode changed
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
+def test_another_programs_wal_database_is_refused_without_creating_its_wal_files(db_path):
+    hermes_agent_db(db_path, journal="WAL")
+    assert side_files(db_path) == ["state.db"]  # closed cleanly: SQLite removed its -wal and -shm
+    before = digest(db_path)
+    with pytest.raises(StoreError) as caught:
+        Store(db_path)
+    assert "not a hermes-tui database" in one_line_naming(caught.value, db_path)
+    assert digest(db_path) == before and side_files(db_path) == ["state.db"]
+
+
+def test_another_programs_wal_database_in_use_is_refused_with_its_wal_and_shm_unchanged(db_path):
+    """The other program has it open (its -wal holds a commit not yet checkpointed)."""
+    hermes_agent_db(db_path, journal="WAL")
+    live = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        live.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES ('x', 'user', 'live', 2.0)")
+        files = [db_path.with_name(name) for name in side_files(db_path)]
+        assert [f.name for f in files] == ["state.db", "state.db-shm", "state.db-wal"]
+        before = [digest(f) for f in files]
+        with pytest.raises(StoreError) as caught:
+            Store(db_path)
+        assert "not a hermes-tui database" in one_line_naming(caught.value, db_path)
+        assert [digest(f) for f in files] == before
+    finally:
+        live.close()
+
+
+def test_a_database_marked_by_another_program_is_refused_even_with_our_tables(db_path):
+    with Store(db_path):
+        pass
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    before = digest(db_path)
+    with pytest.raises(StoreError) as caught:
+        Store(db_path)
+    assert "application_id 0x4d2 is another program's" in one_line_naming(caught.value, db_path)
+    assert digest(db_path) == before and side_files(db_path) == ["state.db"]
+
+
+def test_a_new_database_is_marked_as_ours(db_path):
+    with Store(db_path) as store:
+        assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def test_an_empty_file_is_ours_to_initialise(db_path):
+    db_path.write_bytes(b"")
+    with Store(db_path) as store:
+        assert user_version(store.conn) == SCHEMA_VERSION
+        assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION + 1))
+def test_a_database_made_before_the_mark_is_recognised_by_its_schema_and_marked(tmp_path, version):
+    path = tmp_path / f"v{version}.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")  # as earlier versions left it
+    migrate(conn, target=version)
+    conn.execute("INSERT INTO sessions (id, title, created, updated) VALUES ('old1', 'kept', 1.0, 2.0)")
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == 0
+    conn.close()
+    with Store(path) as store:
+        assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert user_version(store.conn) == SCHEMA_VERSION
+        assert store.get_session("old1").title == "kept"
+
+
+def test_our_tables_under_a_version_we_never_released_are_not_ours(db_path):
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    migrate(conn, target=1)
+    conn.execute("PRAGMA user_version = 2")  # version 2 adds messages_fts, which is missing
+    conn.close()
+    before = digest(db_path)
+    with pytest.raises(StoreError) as caught:
+        Store(db_path)
+    assert "not a hermes-tui database" in one_line_naming(caught.value, db_path)
+    assert digest(db_path) == before
+
+
+RACE_SCRIPT = """
+import sys, time
+from pathlib import Path
+from hermes_tui import cli
+ready, go = Path(sys.argv[1]), Path(sys.argv[2])
+ready.touch()
+while not go.exists():
+    time.sleep(0.001)
+sys.exit(cli.main(["sessions", "list"]))
+"""
+
+
+def test_processes_opening_a_fresh_home_at_once_all_succeed(tmp_path):
+    """Four real processes run `sessions list` on a fresh home at the same instant, 20 times over."""
+    env = {**os.environ, "HERMES_HOME": str(tmp_path / "hermes-agent")}
+    for run in range(20):
+        home, gate = tmp_path / f"home{run}", tmp_path / f"gate{run}"
+        gate.mkdir()
+        env["HERMES_TUI_HOME"] = str(home)
+        procs = [subprocess.Popen([sys.executable, "-c", RACE_SCRIPT, str(gate / f"ready{n}"), str(gate / "go")],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for n in range(4)]
+        deadline = time.monotonic() + 120
+        while len(list(gate.glob("ready*"))) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (gate / "go").touch()  # every process has imported hermes-tui and now opens the store at once
+        results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+        failures = [r for r in results if r[0] != 0]
+        assert not failures, f"run {run}: {failures}"
+        with Store(home / "state.db") as store:
+            assert user_version(store.conn) == SCHEMA_VERSION
+            assert store.conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+            assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert ownership.tables(store.conn) == ownership.reference_tables(SCHEMA_VERSION)
 
 
 # --- append-only flush -----------------------------------------------------------------------
@@ -753,7 +923,7 @@ def test_cli_compact_stores_the_replay_as_a_session(hermes_home, tmp_path):
     messages = [m.to_openai() for m in agent_session(exchanges=12, size=120, users_every=4)]
     transcript = tmp_path / "my-transcript.json"
     transcript.write_text(json.dumps(messages))
-    env = {**os.environ, "HERMES_HOME": str(hermes_home)}
+    env = {**os.environ, "HERMES_TUI_HOME": str(hermes_home)}
     command = [sys.executable, "-m", "hermes_tui.cli", "compact", str(transcript),
                "--provider", "extractive", "--context-limit", "4096", "--turns", "step"]
     for extra in ([], ["--session", "Named run"]):
@@ -957,9 +1127,9 @@ def test_a_path_under_a_regular_file_cannot_be_created(tmp_path, monkeypatch, ca
         with pytest.raises(StoreError) as caught:
             Store(path)
         text = one_line_naming(caught.value, path)
-        assert "HERMES_HOME" in text
+        assert "HERMES_TUI_HOME" in text
     assert blocker.read_text() == "I am a file"
-    monkeypatch.setenv("HERMES_HOME", str(blocker))
+    monkeypatch.setenv("HERMES_TUI_HOME", str(blocker))
     assert cli.main(["sessions", "list"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(blocker / "state.db") in err

@@ -158,7 +158,7 @@ def new_home(root: Path, name: str, scenario: Scenario) -> Path:
 def compact(home: Path, scenario: Scenario, transcript: Path, *extra: str, crash: str | None = None,
             command: list[str] | None = None) -> Run:
     env = {k: v for k, v in os.environ.items() if k not in ("HERMES_TUI_CRASH_AT", "OPENAI_API_KEY")}
-    env["HERMES_HOME"] = str(home)
+    env["HERMES_TUI_HOME"] = str(home)
     if crash:
         env["HERMES_TUI_CRASH_AT"] = crash
     args = ["compact", str(transcript), "--provider", "extractive", "--turns", scenario.turns,

@@ -1,7 +1,7 @@
 """Smoke test: the real ``hermes-tui`` in a real terminal (tmux), as a person uses it.
 
 The installed ``hermes-tui`` script starts in a detached tmux session on a private tmux
-server, with a throwaway HERMES_HOME whose config.yaml makes the chat model the tiny
+server, with a throwaway HERMES_TUI_HOME whose config.yaml makes the chat model the tiny
 random-weight model (in-process MLX) and passes use the extractive summarizer. Keys go in
 with ``tmux send-keys``; what the terminal shows comes back with ``tmux capture-pane``.
 The test types a message, sees it and a streamed reply, reads the status bar's fields,
@@ -200,7 +200,7 @@ def test_hermes_tui_in_a_real_terminal(tmux, tmp_path, tiny_model, hf_offline_en
     )
     # PYTHONFAULTHANDLER: a crash, or the SIGABRT sent to an app stuck at exit, prints every
     # thread's stack into the pane, where the failure message shows it.
-    env = {"HERMES_HOME": str(home), **hf_offline_env, "PYTHONFAULTHANDLER": "1"}
+    env = {"HERMES_TUI_HOME": str(home), **hf_offline_env, "PYTHONFAULTHANDLER": "1"}
     command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *_app_command()])
     tmux.start(command, cwd=tmp_path)  # not the repo: no stray .env or config is picked up
 

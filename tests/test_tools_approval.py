@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_tui.tools import (Action, MemoryRuleStore, Mode, RepeatTracker, Rule, Tool, ToolKind,
-                              Workspace, build_request, builtin_registry, check_command, decide)
+                              Trust, Workspace, build_request, builtin_registry, check_command, decide)
 
 A, Q, D = Action.ALLOW, Action.ASK, Action.DENY
 RO, ASK, AE, FULL = Mode.READ_ONLY, Mode.ASK, Mode.AUTO_EDIT, Mode.FULL
@@ -32,7 +32,18 @@ def workspace(tmp_path_factory) -> Workspace:
     return Workspace(root)
 
 
-TOOLS = {tool.name: tool for tool in builtin_registry()} | {External.name: External()}
+class ExternalRead(External):
+    name = "mcp__docs__search"
+    trust = Trust.READ  # marked readOnlyHint by a server configured trust: read-only
+
+
+class ExternalTrusted(External):
+    name = "mcp__ci__deploy"
+    trust = Trust.RUN  # its server is configured trust: trusted
+
+
+TOOLS = {tool.name: tool for tool in builtin_registry()} | {
+    t.name: t for t in (External(), ExternalRead(), ExternalTrusted())}
 
 
 def sh(command: str) -> tuple[str, dict]:
@@ -103,6 +114,13 @@ CASES = [
     (ASK, ("mcp__web__fetch", {"url": "x"}), [], 1, True, Q, "external"),
     (AE, ("mcp__web__fetch", {"url": "x"}), [], 1, True, Q, "external"),
     (FULL, ("mcp__web__fetch", {"url": "x"}), [], 1, True, A, "full mode"),
+    (ASK, ("mcp__web__fetch", {"url": "x"}), [r("mcp__web__fetch", A)], 1, True, A, "rule"),
+    *[(m, ("mcp__docs__search", {}), [], 1, True, A, "marked read-only") for m in (RO, ASK, AE)],
+    (ASK, ("mcp__docs__search", {}), [r("mcp__docs__search", D)], 1, True, D, "denied by the rule"),
+    (ASK, ("mcp__docs__search", {}), [], 3, True, Q, "3 times in a row"),
+    (RO, ("mcp__ci__deploy", {}), [], 1, True, D, "read-only mode"),
+    *[(m, ("mcp__ci__deploy", {}), [], 1, True, A, "trusted") for m in (ASK, AE)],
+    (ASK, ("mcp__ci__deploy", {}), [r("mcp__ci__deploy", Q)], 1, True, Q, "asks"),
     # .git/config can make an allowlisted `git status` run a program: edits there ask
     (AE, ("write_file", {"path": ".git/config", "content": ""}), [], 1, True, Q, "inside .git"),
     (AE, ("edit_file", {"path": "sub/.git/hooks/x", "old_string": "a", "new_string": "b"}), [], 1, True, Q, "inside .git"),

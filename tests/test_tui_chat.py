@@ -372,6 +372,43 @@ async def test_a_failing_summarizer_does_not_stop_the_chat(config, store):
 
 
 @app_test
+async def test_a_pass_whose_summarizer_times_out_tells_why_and_what_to_change(config, store, caplog):
+    from drip_server import DripServer
+
+    with DripServer("silent") as server:
+        config = config.with_overrides({
+            "auxiliary.compression.provider": "openai-api",
+            "auxiliary.compression.base_url": server.base_url,
+            "auxiliary.compression.model": "small-model",
+            "auxiliary.compression.timeout": 1,
+        })
+        session_id = store_session(config, store, compacted=False)
+        app = app_for(config, store, session_id=session_id)
+        with caplog.at_level("INFO", logger="hermes_tui"):
+            async with app.run_test(size=SIZE) as pilot:
+                screen = app.screen
+                await type_and_send(pilot, "One")
+                await settle(pilot, screen)
+                assert screen.last_outcome == "summarize_failed"
+                told = [n for n in app._notifications if "did not answer within 1 s" in n.message]
+                assert len(told) == 1, [n.message for n in app._notifications]
+                assert "auxiliary.compression.timeout" in told[0].message and server.base_url in told[0].message
+                assert "summarize_failed" in (told[0].title or "")
+
+                await type_and_send(pilot, "Two")
+                await settle(pilot, screen)
+                # the same reason again is not told again
+                assert len([n for n in app._notifications if "did not answer" in n.message]) == 1
+                screen.run_slash("/usage")
+                await until(pilot, lambda: any("auxiliary.compression.timeout" in str(n.text) for n in notes(screen)),
+                            "the usage note")
+    failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Micro-compaction failed (timeout)")]
+    assert failed and all("raise auxiliary.compression.timeout" in line for line in failed), failed
+    telemetry_lines = [r.getMessage() for r in caplog.records if "micro_compaction" in r.getMessage()]
+    assert telemetry_lines and not any("did not answer" in line for line in telemetry_lines)
+
+
+@app_test
 async def test_a_chat_model_that_is_not_there_says_what_to_do(config, store):
     broken = config.with_overrides({"model.model": str(Path(config.model.model).parent / "missing")})
     app = app_for(broken, store)

@@ -2,7 +2,7 @@
 arrived), ``/model`` switches the model, ``model.max_tokens`` caps a reply.
 
 Driven with ``App.run_test`` like ``test_tui_chat``: the tiny model in-process (MLX) or
-behind a real ``mlx_lm.server``, a real store, a real config.yaml in HERMES_HOME.
+behind a real ``mlx_lm.server``, a real store, a real config.yaml in HERMES_TUI_HOME.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import yaml
+from textual import events
 from textual.widgets import Input, OptionList
+from textual.widgets._footer import FooterKey
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import load_config, render_config_text
@@ -21,6 +23,7 @@ from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.model_picker import ModelPicker
 from hermes_tui.tui.screens.settings import SettingsScreen
+from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.messages import AssistantMessage, MarkerMessage
 
 from test_tui_chat import (  # noqa: F401 - config, db_path and store are fixtures
@@ -33,7 +36,7 @@ USER_COMMENT = "# my own note about the chat model\n"
 
 
 def write_config(home: Path, config) -> Path:
-    """The test's config as config.yaml in HERMES_HOME, with a comment of the user's own."""
+    """The test's config as config.yaml in HERMES_TUI_HOME, with a comment of the user's own."""
     path = home / "config.yaml"
     path.write_text(USER_COMMENT + render_config_text(config), encoding="utf-8")
     return path
@@ -91,6 +94,43 @@ async def test_escape_stops_a_streaming_reply_and_keeps_what_arrived(config, db_
             assert "stopped" not in last.meta and last.meta["usage"]["completion_tokens"] == REPLY
             assert not replies(screen)[-1].has_class("-stopped")
             assert screen.last_outcome is not None  # this turn completed: its pass ran
+
+
+def footer_keys(screen: ChatScreen) -> list[str]:
+    """The keys the footer shows on screen (laid out, with a width), left to right."""
+    keys = [key for key in screen.query_one(ChatFooter).query(FooterKey) if key.display and key.region.width]
+    return [key.key for key in sorted(keys, key=lambda key: key.region.x)]
+
+
+@app_test
+async def test_the_footer_shows_escape_only_while_a_reply_is_written(config, store):
+    app = HermesApp(config, store, reply_tokens=LONG)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        idle = footer_keys(screen)
+        assert "escape" not in idle and idle[:2] == ["ctrl+n", "ctrl+r"]
+        await type_and_send(pilot, "Tell me a long story")
+        await until(pilot, lambda: screen._got_text, "the first piece of the reply")
+        await pilot.pause(0.1)
+        assert footer_keys(screen) == ["escape", *idle]
+        await pilot.press("escape")
+        await until(pilot, lambda: not screen.replying, "the reply to stop")
+        await settle(pilot, screen)
+        await pilot.pause(0.1)
+        assert footer_keys(screen) == idle
+
+        # The terminal goes to the background while a reply is written, and the reply ends
+        # there: the footer must not go on offering to stop it.
+        await type_and_send(pilot, "Another one")
+        await until(pilot, lambda: screen._got_text, "the first piece of the second reply")
+        app.post_message(events.AppBlur())
+        await until(pilot, lambda: not app.app_focus, "the app to lose focus")
+        screen._cancel.set()  # as a stop would (a key press would give the app its focus back)
+        await until(pilot, lambda: not screen.replying, "the second reply to stop")
+        await settle(pilot, screen)
+        await pilot.pause(0.1)
+        assert not app.app_focus and footer_keys(screen) == idle
 
 
 # --- /model ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The models and benchmark screens, as a person uses them: ``App.run_test`` with the real code.
 
 The flow the issue names runs in the real app (HermesApp, the tiny model as the chat
-model in-process, a real Store, HERMES_HOME in a temp dir): open the models screen
+model in-process, a real Store, HERMES_TUI_HOME in a temp dir): open the models screen
 (/models), import the tiny 4-bit MLX folder (and a GGUF file of the tiny model), set it
 as the compression model (config.yaml on disk names it, and the app's compaction uses
 it once the screen is left), and benchmark it (K=2, a small token cap): the results

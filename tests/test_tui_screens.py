@@ -269,13 +269,13 @@ async def test_the_open_session_is_not_deleted(store):
 async def test_export_writes_markdown_and_json_where_it_says(store, tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
-    monkeypatch.chdir(out)
+    monkeypatch.setenv("HOME", str(out))  # a relative path is taken from the home folder
     parser = store.get_session(store.ids["parser"])
     app = ScreenApp(lambda: SessionsScreen(store))
     async with app.run_test(size=(80, 24)) as pilot:
         await select_session(pilot, parser.id)
 
-        # Markdown, active messages, the default name in the current directory.
+        # Markdown, active messages, the default name in the home folder.
         await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ExportDialog)
@@ -324,6 +324,36 @@ async def test_export_writes_markdown_and_json_where_it_says(store, tmp_path, mo
     assert any(m.get("meta", {}).get("archived") for m in written)
     assert markdown.read_text() == to_markdown(parser, store.load_active(parser.id))
     assert app.results == []
+
+
+@pytest.mark.anyio
+async def test_export_takes_a_relative_path_from_the_home_folder_and_says_where_it_wrote(
+        store, tmp_path, monkeypatch):
+    # The app's current folder is wherever it was started from, which the app never shows:
+    # exports go to a place the user knows, and the dialog and status name it in full.
+    user_home, elsewhere = tmp_path / "user", tmp_path / "started-here"
+    user_home.mkdir()
+    (user_home / "exports").mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(user_home))
+    monkeypatch.chdir(elsewhere)
+    parser = store.get_session(store.ids["parser"])
+    app = ScreenApp(lambda: SessionsScreen(store))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await select_session(pilot, parser.id)
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportDialog)
+        assert f"relative to {user_home}" in text(app.screen.query_one("#where", Static))
+        app.screen.query_one("#path", Input).value = "exports/parser.md"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionsScreen)
+        written = user_home / "exports" / "parser.md"
+        assert written.read_text() == to_markdown(parser, store.load_active(parser.id))
+        assert text(app.screen.query_one("#status", Static)).endswith(f" to {written}")
+        assert [n.message for n in app._notifications][-1] == str(written)
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_human_time():
@@ -470,7 +500,8 @@ async def test_settings_replace_an_unreadable_file_and_keep_it_as_bak(tmp_path):
         await pilot.press("ctrl+s")
         await pilot.pause()
     assert load_config(path).compression.threshold == 0.5
-    assert (tmp_path / "config.yaml.bak").read_text() == "compression:\n  threshold: [0.5\n"
+    backups = sorted(tmp_path.glob("config.yaml.*.bak"))
+    assert [b.read_text() for b in backups] == ["compression:\n  threshold: [0.5\n"]
 
 
 @pytest.mark.anyio
@@ -562,7 +593,7 @@ FIRST_RUN_CASES = {
         "No chat model is configured", "Open settings", ["settings", "models", "quit"],
     ),
     "no compression model": (
-        ProviderError("no usable auxiliary.compression model: set auxiliary.compression.base_url ..."),
+        ProviderError("no usable compression model: set auxiliary.compression.base_url ..."),
         "No compression model is configured", "extractive", ["settings", "models", "quit"],
     ),
     "not downloaded": (
@@ -590,7 +621,7 @@ FIRST_RUN_CASES = {
     ),
     "database unreadable": (
         StoreError("/h/state.db: not a readable SQLite database (file is not a database). It was left "
-                   "untouched: move it aside (or restore a backup) and start again, or set HERMES_HOME"),
+                   "untouched: move it aside (or restore a backup) and start again, or set HERMES_TUI_HOME"),
         "The session database is unreadable: /h/state.db: not a readable SQLite database", "Move it aside",
         ["quit"],
     ),

@@ -5,6 +5,11 @@ UI worker), which hands text segments over a queue, so ``stream`` yields as toke
 are decoded and a cancel takes effect at the next token (or at once, while the reply
 still waits for the device). The chat keeps its own prefix cache: a follow-up turn
 prefills only the new messages.
+
+Tools: a model whose tokenizer has an mlx-lm tool parser (``supports_tools``) gets the
+call's ``tools`` rendered by its chat template, and the calls in its output are split
+from the reply text (``mlx_tool_calls``): text between the call markers is never shown
+as reply text. A model without one runs the call without tools.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import threading
 from typing import Any, Iterator
 
 from hermes_tui.chat.client import (
-    CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, Usage,
+    CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, ChatToolDelta, Usage,
 )
+from hermes_tui.chat.mlx_tool_calls import ToolCallSplitter, for_chat_template, supports_tool_calls
 from hermes_tui.content_parts import for_text_only_model
 from hermes_tui.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 from hermes_tui.summarizers.base import TIMEOUT, UNAVAILABLE
@@ -34,6 +40,18 @@ class MlxChatClient(ChatClient):
         self.runtime = runtime or MlxRuntime.shared()
         self.max_tokens = max_tokens  # model.max_tokens: a reply's cap when a call names none
 
+    @property
+    def supports_tools(self) -> bool:
+        """Whether mlx-lm has a tool parser for this model's template.
+
+        Loads the model the first time (blocks: ask from a worker, not the UI thread);
+        raises ``ChatError`` (UNAVAILABLE) when it cannot be loaded."""
+        try:
+            loaded = self.runtime.load(self.model_name)
+        except ModelUnavailable as exc:
+            raise ChatError(UNAVAILABLE, str(exc)) from None
+        return supports_tool_calls(loaded.tokenizer)
+
     def stream(
         self,
         messages: list[dict[str, Any]],
@@ -41,28 +59,33 @@ class MlxChatClient(ChatClient):
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
-    ) -> Iterator[ChatDelta | ChatDone]:
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         if max_tokens is None:
             max_tokens = self.max_tokens
         # mlx_lm models read text only: an image or a file becomes a placeholder line that
         # says so (a chat template handed a list of parts fails or prints the base64).
-        messages = for_text_only_model(messages)
+        messages = for_chat_template(for_text_only_model(messages))
         try:
             loaded = self.runtime.load(self.model_name)
         except ModelUnavailable as exc:
             raise ChatError(UNAVAILABLE, str(exc)) from None
+        if not (tools and supports_tool_calls(loaded.tokenizer)):
+            tools = None  # without a parser its calls could not be read: the call runs tool-less
+        splitter = ToolCallSplitter(loaded.tokenizer, tools) if tools else None
         abandoned = threading.Event()  # set when the consumer stops reading early
         events: queue.Queue = queue.Queue()
         try:
             job = self.runtime.start_generation(
                 loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, stop=stop,
-                timeout=self.timeout, cancel=_Either(cancel, abandoned),
+                timeout=self.timeout, cancel=_Either(cancel, abandoned), tools=tools,
                 on_text=lambda text: events.put(ChatDelta(text)), on_done=lambda: events.put(_END),
             )
         except GenerationAborted as exc:  # the runtime is shutting down
             raise ChatError(CANCELLED, f"MLX model {self.model_name}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - e.g. the chat template failed
             raise ChatError(UNAVAILABLE, f"MLX model {self.model_name}: {type(exc).__name__}: {exc}") from None
+        fed = 0  # characters handed on so far
         try:
             while True:
                 try:
@@ -72,7 +95,11 @@ class MlxChatClient(ChatClient):
                     continue
                 if item is _END:
                     break
-                yield item
+                fed += len(item.text)
+                if splitter is None:
+                    yield item
+                else:
+                    yield from splitter.feed(item.text)
             try:
                 stats = job.result()
             except GenerationAborted as exc:
@@ -80,16 +107,26 @@ class MlxChatClient(ChatClient):
                 raise ChatError(kind, f"MLX model {self.model_name}: {exc}") from None
             except Exception as exc:  # noqa: BLE001 - anything MLX raised
                 raise ChatError(UNAVAILABLE, f"MLX model {self.model_name}: {type(exc).__name__}: {exc}") from None
-            yield ChatDone(stats.text, Usage(
+            text, tool_calls, finish_reason = stats.text, None, stats.finish_reason
+            if splitter is not None:
+                # The piece that held a stop string was not handed on; its text before the stop was kept.
+                if len(stats.text) > fed:
+                    yield from splitter.feed(stats.text[fed:])
+                yield from splitter.finish()
+                text = splitter.text
+                tool_calls = splitter.tool_calls or None
+                if tool_calls and finish_reason == "stop":
+                    finish_reason = "tool_calls"
+            yield ChatDone(text, Usage(
                 prompt_tokens=stats.prompt_tokens,
                 completion_tokens=stats.completion_tokens,
                 cached_tokens=stats.cached_tokens,
                 prompt_tps=stats.prompt_tps,
                 generation_tps=stats.generation_tps,
                 peak_memory_gb=stats.peak_memory_gb,
-                finish_reason=stats.finish_reason,
+                finish_reason=finish_reason,
                 duration_s=stats.duration_s,
-            ))
+            ), tool_calls=tool_calls)
         finally:
             abandoned.set()
             job.wait()  # the device is free again when the stream is closed

@@ -30,6 +30,8 @@ Failures (``ChatError.kind``):
   body ended after N characters without ``finish_reason``/``[DONE]``). Cut-off is
   MALFORMED, not REFUSED, for the same reason as in the summarizer: the server did
   answer, the answer is incomplete. The message says how many characters arrived.
+* ``NO_TOOLS``: an error status that says the request's tools cannot be used (see
+  Tools below); the same call again is sent without them.
 * ``CANCELLED``: ``cancel`` was set. It is seen within ``openai_http.CANCEL_POLL_S``
   even while the server sends nothing (before the headers or mid-stream), and the
   connection is closed.
@@ -44,7 +46,10 @@ with "stop" ends with "tool_calls" (servers differ; the caller acts on the calls
 endpoint that rejects a request with tools and says why in words mentioning tools
 (``llama-server`` without ``--jinja``, a model whose template has none) is ``NO_TOOLS``,
 and the client's ``supports_tools`` turns False, so the same call repeated runs without
-tools.
+tools. A call in the history whose arguments are not JSON (the model's malformed call,
+kept as it came) goes out with its text as a JSON string: ``mlx_lm.server`` parses
+every call's arguments and rejects the whole request otherwise (HTTP 404), so the
+model could never be told to correct it.
 
 Usage comes from the server's last usage chunk (``prompt_tokens``, ``completion_tokens``,
 ``prompt_tokens_details.cached_tokens``); a server that sends none leaves those fields
@@ -79,6 +84,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
+from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
     DEFAULT_MAX_TOKENS,
@@ -168,7 +174,8 @@ class _ToolCallAssembler:
         if not self.calls:
             return None
         # "" for a call without arguments would be sent back as it is; "{}" is what it means.
-        return [tool_call(c.id, c.name, "".join(c.arguments) or "{}") for c in self.calls]
+        # model_text: a surrogate pair split between pieces is joined, a lone half replaced.
+        return [tool_call(c.id, model_text([c.name]), model_text(c.arguments) or "{}") for c in self.calls]
 
 
 class OpenAIChatClient(ChatClient):
@@ -236,7 +243,7 @@ class OpenAIChatClient(ChatClient):
         """
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": _json_arguments(messages),
             "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -319,6 +326,7 @@ class OpenAIChatClient(ChatClient):
         events = 0
         done = False
         stray: str | None = None  # the first line that is not SSE, to describe the body
+        held = ""  # a chunk's last character, when it is half a surrogate pair the next chunk may end
 
         while not done:
             if cancel is not None and cancel.is_set():
@@ -356,12 +364,15 @@ class OpenAIChatClient(ChatClient):
                         usage = chunk.usage
                     if chunk.finish_reason is not None:
                         finish_reason = chunk.finish_reason
-                    if chunk.text:
+                    text = held + chunk.text
+                    held = text[-1] if text and is_high_surrogate(text[-1]) else ""
+                    text = model_text([text[:len(text) - len(held)]])
+                    if text:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
-                        parts.append(chunk.text)
-                        chars += len(chunk.text)
-                        yield ChatDelta(chunk.text)
+                        parts.append(text)
+                        chars += len(text)
+                        yield ChatDelta(text)
                     for piece in chunk.tool_calls:
                         if first_text_at is None:
                             first_text_at = time.perf_counter()
@@ -375,6 +386,10 @@ class OpenAIChatClient(ChatClient):
             if events == 0 and stray is not None:
                 raise self._not_a_stream(content_type, stray)
             raise self._cut_off(chars, "ended the stream")
+
+        if held:  # its pair never came
+            parts.append(model_text([held]))
+            yield ChatDelta(parts[-1])
 
         tool_calls = calls.result()
         if tool_calls and finish_reason == "stop":
@@ -401,9 +416,11 @@ class OpenAIChatClient(ChatClient):
         if data.strip() == "[DONE]":
             return _DONE
         try:
-            body = json.loads(data)
-        except ValueError:
-            raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            body = load_json(data, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a stream chunk that is not JSON ({snippet(data)})") from None
+            raise self._malformed(f"a stream chunk that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a stream chunk that is a JSON {type(body).__name__}")
         if body.get("error"):
@@ -481,12 +498,50 @@ class OpenAIChatClient(ChatClient):
         )
 
 
+def _json_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every call's arguments JSON text (see the module docstring).
+
+    The list itself when nothing needs it (the common case: no copy)."""
+    out: list[dict[str, Any]] | None = None
+    for position, message in enumerate(messages):
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls or all(_is_json(c) for c in calls):
+            continue
+        if out is None:
+            out = list(messages)
+        fixed = []
+        for call in calls:
+            if not _is_json(call):
+                function = call["function"]
+                call = {**call, "function": {**function, "arguments": json.dumps(function["arguments"], ensure_ascii=False)}}
+            fixed.append(call)
+        out[position] = {**message, "tool_calls": fixed}
+    return messages if out is None else out
+
+
+def _is_json(call: Any) -> bool:
+    """A call whose arguments a server can parse (or one this cannot repair)."""
+    function = call.get("function") if isinstance(call, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(arguments, str) or not arguments:
+        return True
+    try:
+        load_json(arguments, model_output=True)
+    except InputError:  # not JSON, too deep, a number too long
+        return False
+    return True
+
+
 def _refuses_tools(exc: openai.APIStatusError) -> bool:
     """An error reply that says the request's tools are the trouble (not the key or quota)."""
     if exc.status_code in (401, 403, 429) or not (400 <= exc.status_code < 500 or exc.status_code == 500):
         return False
     words = f"{error_text(exc.body)} {exc.message}".lower()
-    return "tool" in words or "function call" in words
+    # "does not support tools", "tools param requires --jinja", "tool choice requires
+    # --enable-auto-tool-choice": tools named together with why they cannot be used. A
+    # complaint about one tool message in the history names tools without such a word.
+    return ("tool" in words or "function call" in words) and any(
+        word in words for word in ("support", "requir", "enable", "allow", "accept"))
 
 
 def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 5.0) -> list[str]:
@@ -527,8 +582,8 @@ def _sample(http: Any) -> str:
         pass
     text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
     try:  # an error object: show its message rather than the start of the JSON
-        body = json.loads(text)
-    except ValueError:
+        body = load_json(text)
+    except InputError:
         return text
     if isinstance(body, dict) and body.get("error"):
         return error_text(body["error"]) or text

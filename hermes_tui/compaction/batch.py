@@ -16,7 +16,7 @@ from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.micro import PassContext, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import BATCH_FAILED, COMPRESSED, NOTHING_TO_ABSORB, MicroState, PassResult
-from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
+from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.conversation import Splice
 from hermes_tui.summarizers.base import SummarizerError
@@ -50,7 +50,9 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
             budget = generation_budget(ctx, summary_tokens + chunk_tokens)
             completion = run_summarizer(ctx.summarizer, request, max_tokens=budget)
         except SummarizerError as exc:
-            return PassResult(BATCH, BATCH_FAILED, state, failure=exc.kind, stats=_timed(stats, started))
+            return PassResult(
+                BATCH, BATCH_FAILED, state, failure=exc.kind, detail=failure_detail(exc), stats=_timed(stats, started)
+            )
         stats["summarizer_calls"] += 1
         prompt_tokens += completion.prompt_tokens or 0
         completion_tokens += completion.completion_tokens or 0

@@ -68,6 +68,7 @@ class PassReport:
     kind: str
     outcome: str
     fields: dict[str, Any] = field(default_factory=dict)
+    detail: str | None = None  # why it failed, in one redacted line (the telemetry holds counts only)
 
 
 def pass_cost(stats: dict[str, Any], duration_ms: int | None) -> dict[str, Any]:
@@ -187,14 +188,15 @@ class Compactor:
             outcome, failure = STORE_FAILED, type(exc).__name__
             self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
         fields = self._telemetry(result, outcome, failure, messages_before, tokens_before, conv, started)
-        self._human_lines(result, outcome, fields)
+        detail = result.detail if outcome == result.outcome else None
+        self._human_lines(result, outcome, fields, detail)
         if result.kind == MICRO:
             telemetry.log_micro(fields)
         else:
             if outcome == "compressed":
                 self.batch_compactions += 1
             telemetry.log_batch(fields)
-        return PassReport(result.kind, outcome, fields)
+        return PassReport(result.kind, outcome, fields, detail=detail)
 
     # --- cursor, for tests and the UI --------------------------------------------
     def cursor(self, messages: list[Message]) -> int:
@@ -257,8 +259,9 @@ class Compactor:
             )
         return fields
 
-    def _human_lines(self, result: PassResult, outcome: str, fields: dict[str, Any]) -> None:
+    def _human_lines(self, result: PassResult, outcome: str, fields: dict[str, Any], detail: str | None) -> None:
         before, after = fields["messages_before"], fields["messages_after"]
+        said = f": {detail}" if detail else ""
         if outcome == ABSORBED:
             telemetry.log_human(f"Micro-compaction: {before} -> {after} messages")
         elif outcome == DEFRAG:
@@ -268,14 +271,16 @@ class Compactor:
         elif outcome == EXCHANGE_SKIPPED:
             telemetry.log_human(
                 f"Micro-compaction: skipping exchange at cursor {fields.get('cursor')} "
-                f"after {MAX_CONSECUTIVE_FAILURES} consecutive failures"
+                f"after {MAX_CONSECUTIVE_FAILURES} consecutive failures{said}"
             )
         elif outcome == SUMMARIZE_FAILED:
             telemetry.log_human(
                 f"Micro-compaction failed ({result.failure}) on exchange at cursor {fields.get('cursor')}, "
-                f"attempt {result.stats.get('failures')} of {MAX_CONSECUTIVE_FAILURES}"
+                f"attempt {result.stats.get('failures')} of {MAX_CONSECUTIVE_FAILURES}{said}"
             )
         elif outcome == DEFRAG_FAILED:
-            telemetry.log_human(f"Micro-compaction defrag failed ({result.failure}); backing off")
+            telemetry.log_human(f"Micro-compaction defrag failed ({result.failure}); backing off{said}")
         elif result.kind != MICRO and outcome == "compressed":
             telemetry.log_human(f"Context compression: {before} -> {after} messages")
+        elif result.kind != MICRO and detail:
+            telemetry.log_human(f"Context compression failed ({result.failure}){said}")

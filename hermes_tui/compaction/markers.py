@@ -33,9 +33,9 @@ from typing import Any
 from hermes_tui.compaction import facts, hermes_markers
 from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.transcript import BATCH, MARKER_FOOTER, MARKER_HEADER, MICRO, Message
+from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, MARKER_KINDS, MICRO, Message
 
-KINDS = (MICRO, BATCH)
+KINDS = MARKER_KINDS
 # Far past any summary worth keeping (a whole context window of text); beyond it the
 # text is not a summary and stays an ordinary message.
 MAX_SUMMARY_CHARS = 200_000
@@ -58,12 +58,12 @@ class MarkerSummary:
 
 def read_marker(msg: Message) -> MarkerSummary | None:
     """The checked summary of a marker; None when ``msg`` is not to be taken as one."""
-    meta = msg.meta if isinstance(msg.meta, dict) else {}
-    kind = meta.get("compaction")
-    if msg.role != "assistant" or msg.tool_calls or msg.tool_call_id is not None:
+    if not msg.has_marker_shape:
         return None
-    if kind not in KINDS:
+    kind = msg.marker_kind
+    if kind is None:
         return _hermes_marker(msg)
+    meta = msg.meta
     raw = meta.get("summary")
     if isinstance(raw, str) and _is_list_of_strings(meta.get("covers")):
         summary = _checked(raw)

@@ -39,7 +39,7 @@ from hermes_tui.compaction.state import (
     normalize_cursor,
     recover_state,
 )
-from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
+from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.conversation import Splice
 from hermes_tui.summarizers.base import Summarizer, SummarizerError
@@ -148,7 +148,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
     except SummarizerError as exc:
-        return _failed(state, exchange, stats, exc.kind, end)
+        return _failed(state, exchange, stats, exc.kind, end, detail=failure_detail(exc))
     stats.update(_usage(completion))
     new_body, model_facts, model_tokens, problem = _read_reply(
         ctx, completion, body, exchange_tokens=exchange_tokens, replaced_tokens=replaced_tokens
@@ -262,6 +262,7 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
 
     redacted = [redact_message(m) for m in middle_messages]
     request = SummaryRequest("defrag", redact(state.summary), redacted)
+    detail: str | None = None
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO))
         stats.update(_usage(completion))
@@ -271,12 +272,12 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
             input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
         )
     except SummarizerError as exc:
-        problem = exc.kind
+        problem, detail = exc.kind, failure_detail(exc)
     if problem:
         # Back off so a model that cannot shrink the summary does not loop on defrag.
         failures = state.defrag_failures + 1
         new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
-        return PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, stats=stats)
+        return PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
 
     body, model_facts = _split(ctx, text)
     # The re-added facts must not undo the shrinking the check just accepted.
@@ -292,16 +293,21 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 
 
-def _failed(state: MicroState, exchange: list[Message], stats: dict, reason: str, end: int) -> PassResult:
+def _failed(
+    state: MicroState, exchange: list[Message], stats: dict, reason: str, end: int, *, detail: str | None = None
+) -> PassResult:
     """Count a failure; the third in a row on the same exchange skips it."""
     first_id = exchange[0].id
     failures = state.failures + 1 if state.failing_id == first_id else 1
     if failures < MAX_CONSECUTIVE_FAILURES:
         new_state = state.evolve(failing_id=first_id, failures=failures)
-        return PassResult(MICRO, SUMMARIZE_FAILED, new_state, failure=reason, stats={**stats, "failures": failures})
+        return PassResult(
+            MICRO, SUMMARIZE_FAILED, new_state, failure=reason, detail=detail, stats={**stats, "failures": failures}
+        )
     new_state = state.evolve(cursor=end, cursor_anchor=exchange[-1].id, failing_id=None, failures=0)
     return PassResult(
-        MICRO, EXCHANGE_SKIPPED, new_state, failure=reason, skipped=tuple(exchange), stats={**stats, "failures": failures}
+        MICRO, EXCHANGE_SKIPPED, new_state, failure=reason, detail=detail, skipped=tuple(exchange),
+        stats={**stats, "failures": failures},
     )
 
 

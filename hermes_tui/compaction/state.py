@@ -62,6 +62,7 @@ class PassResult:
     state: MicroState                   # the state to adopt if the result is published
     splice: Splice | None = None
     failure: str | None = None          # short, content-free reason
+    detail: str | None = None           # the failure in one redacted line for the user (never telemetry)
     skipped: tuple[Message, ...] = ()   # messages to flag as skipped on publish
     stats: dict[str, Any] = field(default_factory=dict)
     epoch: int | None = None            # Conversation.epoch of the view it was planned on

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hermes_tui.compaction import prompts
+from hermes_tui.compaction.redaction import redact
 from hermes_tui.faults import crash_point
-from hermes_tui.summarizers.base import Completion, Summarizer
+from hermes_tui.summarizers.base import Completion, Summarizer, SummarizerError
 from hermes_tui.transcript import Message
 
 
@@ -30,6 +31,17 @@ class SummaryRequest:
         if self.kind == "defrag":
             return prompts.defrag_prompt(self.summary, self.messages)
         return prompts.batch_prompt(self.summary, self.messages, self.focus)
+
+
+# Room for the endpoint, the model, the problem and the config key to change.
+MAX_DETAIL_CHARS = 400
+
+
+def failure_detail(exc: SummarizerError) -> str:
+    """What a summarizer said went wrong, for the user: one line, redacted (it may quote a
+    server's answer), cut to a status line's worth."""
+    text = redact(" ".join(str(exc).split()))
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
 
 
 def run_summarizer(summarizer: Summarizer, request: SummaryRequest, *, max_tokens: int) -> Completion:

@@ -1,4 +1,4 @@
-"""The session store: SQLite on the user's disk (``$HERMES_HOME/state.db``)."""
+"""The session store: SQLite on the user's disk (``$HERMES_TUI_HOME/state.db``)."""
 
 from hermes_tui.store.db import StoreError
 from hermes_tui.store.lease import SessionBusy

@@ -1,22 +1,29 @@
 """Opening ``state.db`` safely, and turning SQLite failures into errors a person can act on.
 
 The app never overwrites, truncates or deletes a database file it cannot read: it
-says what is wrong with which path and what to do, and stops.
+says what is wrong with which path and what to do, and stops. Nor does it write a
+byte to a database that is not its own (``ownership``): whose it is, is decided on a
+read-only connection first, and again under the write lock before the first write.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from contextlib import contextmanager
+import time
+import urllib.parse
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import sqlite_utils
 
+from hermes_tui import paths
+from hermes_tui.store.ownership import APPLICATION_ID, FOREIGN, Ownership, inspect
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 
 BUSY_TIMEOUT_MS = 5_000
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class StoreError(Exception):
@@ -24,33 +31,136 @@ class StoreError(Exception):
 
 
 def open_database(path: Path) -> sqlite_utils.Database:
-    """Open (creating with mode 0600 if missing) and migrate the database at ``path``."""
+    """Open (creating with mode 0600 if missing) and migrate the database at ``path``.
+
+    Refuses, before writing anything to it, a database that is damaged, too new or
+    another program's.
+    """
     path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not path.exists():
-            # Create the file ourselves so it is private from the first byte.
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise StoreError(
-            f"{path}: cannot create the session database ({exc.strerror or exc}): "
-            "check that the folder exists and is writable, or set HERMES_HOME to another folder"
-        ) from None
+    _create_private(path)
     with translate_errors(path):
+        check_ownership_read_only(path)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            check_readable(conn)  # before anything writes to the file
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA query_only = ON")  # a guard: nothing writes until the checks pass
+            check_readable(conn)
+            found = inspect(conn)  # now with what a write-ahead log holds too
+            _refuse_foreign(path, found)
+            conn.execute("PRAGMA query_only = OFF")
             conn.execute("PRAGMA foreign_keys = ON")
-            migrate(conn)
+            if not found.current:
+                migrate(conn, before=lambda locked: _claim(path, locked))
+            _use_wal(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
         except BaseException:
             conn.close()
             raise
     return sqlite_utils.Database(conn)
+
+
+def _create_private(path: Path) -> None:
+    try:
+        paths.refuse_hermes_agent_home(path)
+        paths.ensure_dir(path.parent)
+        try:
+            # Create the file ourselves so it is private from the first byte.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
+    except paths.HermesAgentHomeError as exc:
+        raise StoreError(f"{path}: {exc.strerror}") from None
+    except OSError as exc:
+        raise StoreError(
+            f"{path}: cannot create the session database ({exc.strerror or exc}): "
+            f"check that the folder exists and is writable, or set {paths.HOME_ENV} to another folder"
+        ) from None
+
+
+def check_ownership_read_only(path: Path) -> None:
+    """Refuse another program's (or a too new) database without changing a byte on disk.
+
+    A rollback-journal file is read under SQLite's locks with ``mode=ro``, which creates
+    nothing. A WAL file is read as ``immutable``: a read-only connection would create its
+    ``-wal`` and ``-shm`` files, or write its read marks into a ``-shm`` another program
+    has open. That view is the last checkpoint, which shows our tables (or our mark) in
+    a database of ours at any moment: a checkpoint copies page 1, where the mark and the
+    version live, first. The write connection checks again, with the log's content and
+    under the write lock, before anything is written.
+    """
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+    except FileNotFoundError:
+        return
+    if not header:
+        return  # an empty file: ours to initialise
+    wal_mode = header.startswith(_SQLITE_MAGIC) and header[18:20] == b"\x02\x02"
+    if wal_mode:
+        try:
+            found = _inspect_at(path, immutable=True)
+        except sqlite3.DatabaseError:
+            found = None  # damaged: the checks on the write connection say how
+    else:
+        found = _inspect_at(path, immutable=False)
+    if found is not None:
+        _refuse_foreign(path, found)
+        _refuse_newer(found.version)
+
+
+def _inspect_at(path: Path, *, immutable: bool) -> Ownership:
+    uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro" + ("&immutable=1" if immutable else "")
+    with closing(sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return inspect(conn)
+
+
+def _claim(path: Path, conn: sqlite3.Connection) -> None:
+    """Inside the first write transaction: whose it is, once more; then mark it ours."""
+    found = inspect(conn)
+    _refuse_foreign(path, found)
+    if not found.stamped:
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+def _refuse_foreign(path: Path, found: Ownership) -> None:
+    if found.kind == FOREIGN:
+        raise StoreError(
+            f"{path}: not a hermes-tui database ({found.reason}); it was left untouched: "
+            f"if another program uses it, set {paths.HOME_ENV} to another folder for hermes-tui"
+        )
+
+
+def _refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"schema version {version} is newer than this hermes-tui understands ({SCHEMA_VERSION}): upgrade hermes-tui"
+        )
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, once the database is known to be ours.
+
+    Not inside a transaction (SQLite refuses), and the switch needs every other
+    connection to let go for a moment: a process opening the same fresh database can
+    hold a read lock right then, so a busy answer is retried until the busy timeout.
+    """
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
+                return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        else:
+            if time.monotonic() >= deadline:
+                return  # a filesystem without WAL support: rollback journaling still works
+        time.sleep(0.01)
 
 
 def check_readable(conn: sqlite3.Connection) -> None:
@@ -59,11 +169,7 @@ def check_readable(conn: sqlite3.Connection) -> None:
     ``quick_check`` reads every page (it is fast: a few hundred ms for a large
     store), so a corrupt page is found now rather than after we have written.
     """
-    version = user_version(conn)
-    if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(
-            f"schema version {version} is newer than this hermes-tui understands ({SCHEMA_VERSION}): upgrade hermes-tui"
-        )
+    _refuse_newer(user_version(conn))
     result = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
     if result != "ok":
         detail = " ".join(result.replace("*** in database main ***", "").split())
@@ -89,7 +195,7 @@ def _explain(path: Path, exc: sqlite3.DatabaseError) -> str:
     if any(sign in lowered for sign in ("not a database", "malformed", "corrupt", "vtable constructor failed")):
         return (
             f"{path}: not a readable SQLite database ({text}). It was left untouched: "
-            "move it aside (or restore a backup) and start again, or set HERMES_HOME to use another folder"
+            f"move it aside (or restore a backup) and start again, or set {paths.HOME_ENV} to use another folder"
         )
     if "locked" in lowered or "busy" in lowered:
         return (
@@ -101,7 +207,7 @@ def _explain(path: Path, exc: sqlite3.DatabaseError) -> str:
     if "readonly" in lowered or "read-only" in lowered or "unable to open" in lowered:
         return (
             f"{path}: cannot write the database ({text}): check that it and its folder are writable, "
-            "or set HERMES_HOME to another folder"
+            f"or set {paths.HOME_ENV} to another folder"
         )
     if "newer than this hermes-tui" in lowered:
         return f"{path}: {text}"

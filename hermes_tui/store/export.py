@@ -30,7 +30,7 @@ def to_markdown(info: SessionInfo, messages: list[Message]) -> str:
         flags = " (archived)" if msg.meta.get("archived") else ""
         flags += " (stopped)" if msg.meta.get("stopped") else ""  # a reply the user stopped: partial
         if msg.is_marker:
-            lines += [f"## Context summary ({msg.meta['compaction']}){flags}", "", str(msg.meta.get("summary", "")), ""]
+            lines += [f"## Context summary ({msg.marker_kind}){flags}", "", str(msg.meta.get("summary", "")), ""]
             continue
         heading = {"tool": f"Tool result{f' ({msg.name})' if msg.name else ''}"}.get(msg.role, msg.role.capitalize())
         lines += [f"## {heading}{flags}", ""]

@@ -1,13 +1,14 @@
 """The database schema as numbered migrations, keyed on ``PRAGMA user_version``.
 
-Each migration runs in one transaction together with the version bump, so a
-database is always at exactly one version. Never edit a released migration:
+All pending migrations run in one transaction together with the version bump, so
+a database is always at exactly one version. Never edit a released migration:
 add the next one.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from typing import Callable
 
 MIGRATIONS: list[str] = [
     # 1: sessions and messages. A message row is never deleted by compaction: absorbed
@@ -130,26 +131,35 @@ def user_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
-def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
-    """Bring the database up to ``target``; returns the version it started at.
+def migrate(
+    conn: sqlite3.Connection, target: int = SCHEMA_VERSION, *, before: Callable[[sqlite3.Connection], None] | None = None
+) -> int:
+    """Bring the database up to ``target`` in one transaction; returns the version it started at.
 
-    ``conn`` must be in autocommit mode (isolation_level None).
+    The version is read inside ``BEGIN IMMEDIATE`` (the write lock is held), so processes
+    opening a fresh database at the same moment migrate it once: the others wait for the
+    lock and find the work done. ``before(conn)``, when given, runs first inside the same
+    transaction; raising there leaves the database untouched. ``conn`` must be in
+    autocommit mode (isolation_level None).
     """
-    start = user_version(conn)
-    if start > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(
-            f"schema version {start} is newer than this hermes-tui understands ({SCHEMA_VERSION}): upgrade hermes-tui"
-        )
-    for version in range(start + 1, target + 1):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if before is not None:
+            before(conn)
+        start = user_version(conn)
+        if start > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"schema version {start} is newer than this hermes-tui understands ({SCHEMA_VERSION}): upgrade hermes-tui"
+            )
+        for version in range(start + 1, target + 1):
             for statement in _statements(MIGRATIONS[version - 1]):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {version}")
-            conn.execute("COMMIT")
-        except BaseException:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # SQLite may already have rolled back (a full disk, say)
             conn.execute("ROLLBACK")
-            raise
+        raise
     return start
 
 

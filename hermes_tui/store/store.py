@@ -266,6 +266,12 @@ class Store:
         """Every row with its state, in order: archived originals where they were, markers after."""
         return self._rows(session_id, "")
 
+    def load_appended(self, session_id: str) -> list[Message]:
+        """Every row a flush appended, archived or not, in order: all but the markers passes
+        inserted (a pass's marker is the one row that archived others)."""
+        return [msg for msg, _ in self._rows(
+            session_id, "AND id NOT IN (SELECT archived_by FROM messages WHERE archived_by IS NOT NULL)")]
+
     def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         words = query.replace("\x00", " ").split()
         if not words:

@@ -19,7 +19,6 @@ object, so a proxy's error page or a wrong URL would otherwise surface as an
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
@@ -36,6 +35,7 @@ from ..openai_errors import (
     status_failure,
 )
 from ..openai_http import TIMED_OUT, CallLimits, http_client
+from ..untrusted import NOT_JSON, InputError, load_json, model_text
 from .base import (
     MALFORMED,
     TIMEOUT,
@@ -156,9 +156,11 @@ class OpenAISummarizer:
 
     def _parse(self, body_text: str, duration: float) -> Completion:
         try:
-            body = json.loads(body_text)
-        except ValueError:
-            raise self._malformed(f"a body that is not JSON ({_snippet(body_text)})")
+            body = load_json(body_text, model_output=True)
+        except InputError as exc:
+            if exc.kind == NOT_JSON:
+                raise self._malformed(f"a body that is not JSON ({_snippet(body_text)})") from None
+            raise self._malformed(f"a JSON body that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a JSON {type(body).__name__}")
         choices = body.get("choices")
@@ -179,7 +181,7 @@ class OpenAISummarizer:
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         finish_reason = choice.get("finish_reason")
         return Completion(
-            text=content,
+            text=model_text([content]),
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             completion_tokens=_int_or_none(usage.get("completion_tokens")),

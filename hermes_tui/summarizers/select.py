@@ -23,6 +23,10 @@ def _model_present(name: str) -> bool:
         return False
 
 
+# A role in words, for messages: the chat model's config section is called "model".
+ROLE_NAMES = {"model": "chat", "auxiliary.compression": "compression"}
+
+
 def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str = "auxiliary.compression") -> str:
     """``auto``: MLX when MLX has a GPU and the model is here; else openai-api when a URL is set."""
     if cfg.provider != "auto":
@@ -36,9 +40,9 @@ def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str
     where = "MLX has no GPU on this machine, so " if cfg.model and not gpu_available() else ""
     hint = " or use provider 'extractive' (no model; --provider extractive)" if role == "auxiliary.compression" else ""
     raise ProviderError(
-        f"no usable {role} model: {where}set {role}.base_url (any OpenAI-compatible endpoint, e.g. "
-        f"mlx_lm.server, llama.cpp, Ollama) and {role}.model in config.yaml, or set provider: mlx to run "
-        f"MLX on the CPU{hint}"
+        f"no usable {ROLE_NAMES.get(role, role)} model: {where}set {role}.base_url (any OpenAI-compatible "
+        f"endpoint, e.g. mlx_lm.server, llama.cpp, Ollama) and {role}.model in config.yaml, or set "
+        f"{role}.provider: mlx to run MLX on the CPU{hint}"
     )
 
 

@@ -8,7 +8,7 @@ of kind ``external``.
 
 from .approval import (Action, ApprovalRequest, Decision, MemoryRuleStore, Mode, RepeatTracker,
                        Rule, RuleStore, build_request, check_command, decide)
-from .base import Status, Tool, ToolContext, ToolError, ToolKind, ToolResult, ToolStopped
+from .base import Status, Tool, ToolContext, ToolError, ToolKind, ToolResult, ToolStopped, Trust
 from .builtin import builtin_registry, builtin_tools
 from .registry import Call, ToolRegistry
 from .workspace import OutsideAccess, Workspace
@@ -16,6 +16,6 @@ from .workspace import OutsideAccess, Workspace
 __all__ = [
     "Action", "ApprovalRequest", "Call", "Decision", "MemoryRuleStore", "Mode", "OutsideAccess",
     "RepeatTracker", "Rule", "RuleStore", "Status", "Tool", "ToolContext", "ToolError",
-    "ToolKind", "ToolRegistry", "ToolResult", "ToolStopped", "Workspace", "build_request",
+    "ToolKind", "ToolRegistry", "ToolResult", "ToolStopped", "Trust", "Workspace", "build_request",
     "builtin_registry", "builtin_tools", "check_command", "decide",
 ]

@@ -7,11 +7,13 @@ tool call and the workspace.
 
 The order, first match wins:
 1. a deny rule;                          5. a path outside the workspace: ask;
-2. read-only mode: only reads and        6. an edit inside .git/: ask (but in full);
-   allowlisted commands go on;           7. an allow rule;
+2. read-only mode: only reads,          6. an edit inside .git/: ask (but in full);
+   allowlisted commands and external     7. an allow rule;
+   tools trusted as reads go on;
 3. the same call N times in a row: ask;  8. the mode: reads allowed; edits ask (ask) or
 4. an ask rule;                             run (auto-edit, full); commands ask unless
-                                            allowlisted, or run (full); external ask or run (full).
+                                            allowlisted, or run (full); external tools run as their
+                                            server's trust says (``base.Trust``), else ask or run (full).
 With no one to ask (headless), ask becomes deny.
 
 The workspace boundary holds in every mode: ``full`` runs anything inside it without
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from .base import Tool, ToolKind
+from .base import Tool, ToolKind, Trust
 
 REPEAT_LIMIT = 3
 
@@ -261,6 +263,7 @@ class ApprovalRequest:
     command: str | None = None
     command_check: CommandCheck | None = None
     repeats: int = 1
+    trust: Trust = Trust.ASK  # an external tool's, from its server's config
     arguments: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -274,7 +277,7 @@ def build_request(tool: Tool, arguments: dict[str, Any], workspace: Any, repeats
     check = check_command(command, workspace.is_inside) if command is not None else None
     return ApprovalRequest(tool=tool.name, kind=tool.kind, outside=outside, protected=protected,
                            command=command, command_check=check, repeats=repeats,
-                           arguments=arguments)
+                           trust=tool.trust, arguments=arguments)
 
 
 def _label(request: ApprovalRequest) -> str:
@@ -289,10 +292,11 @@ def _decide(request: ApprovalRequest, mode: Mode, rules: Sequence[Rule], repeat_
     label = _label(request)
     check = request.command_check
     allowlisted = request.kind is ToolKind.SHELL and check is not None and check.read_only
+    external_read = request.kind is ToolKind.EXTERNAL and request.trust is Trust.READ
     rule = _by_rules(request, rules, Action.DENY)
     if rule:
         return Decision(Action.DENY, f"{label}: denied by the rule '{rule}'")
-    if mode is Mode.READ_ONLY and not (request.kind is ToolKind.READ or allowlisted):
+    if mode is Mode.READ_ONLY and not (request.kind is ToolKind.READ or allowlisted or external_read):
         why = f" ({check.reason})" if check is not None else ""
         return Decision(Action.DENY, f"{label}: not allowed in read-only mode{why}")
     if request.repeats >= repeat_limit:
@@ -310,6 +314,10 @@ def _decide(request: ApprovalRequest, mode: Mode, rules: Sequence[Rule], repeat_
         return Decision(Action.ALLOW, f"{label}: allowed by the rule '{rule}'")
     if request.kind is ToolKind.READ:
         return Decision(Action.ALLOW, f"{label}: reads inside the workspace need no approval")
+    if external_read:
+        return Decision(Action.ALLOW, f"{label}: marked read-only by its server, which is trusted to say so")
+    if request.kind is ToolKind.EXTERNAL and request.trust is Trust.RUN:
+        return Decision(Action.ALLOW, f"{label}: its MCP server is trusted")
     if mode is Mode.FULL:
         return Decision(Action.ALLOW, f"{label}: full mode")
     if request.kind is ToolKind.EDIT:

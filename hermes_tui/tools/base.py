@@ -41,6 +41,14 @@ class ToolKind(str, Enum):
     EXTERNAL = "external"  # acts outside the app (an MCP server): effects unknown
 
 
+class Trust(str, Enum):
+    """How far an external tool runs without asking (from its MCP server's ``trust``)."""
+
+    ASK = "ask"  # every call asks
+    READ = "read"  # declared read-only by a server trusted to say so: runs as a read does
+    RUN = "run"  # its server is trusted: runs unasked, but not in read-only mode
+
+
 class Status(str, Enum):
     OK = "ok"
     ERROR = "error"
@@ -138,6 +146,7 @@ class Tool:
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]]  # JSON Schema of the arguments object
     kind: ClassVar[ToolKind]
+    trust: ClassVar[Trust] = Trust.ASK  # for kind external only
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         raise NotImplementedError

@@ -215,7 +215,7 @@ class BenchScreen(Screen[None]):
         config_path: Path | None = None,
         store: Store | None = None,
         runtime: MlxRuntime | None = None,
-        export_dir: Callable[[], Path] = Path.cwd,
+        export_dir: Callable[[], Path] = Path.home,
     ) -> None:
         super().__init__()
         self.requested = list(models or [])

@@ -42,7 +42,7 @@ from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.messages import (
     AssistantMessage, InfoNote, MarkerMessage, MessageList, UserMessage, columns, first_line, one_line,
 )
-from hermes_tui.tui.widgets.status_bar import StatusBar, StatusInfo
+from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES, StatusBar, StatusInfo
 
 if TYPE_CHECKING:
     from hermes_tui.tui.app import HermesApp
@@ -134,6 +134,7 @@ class ChatScreen(Screen):
         self.compaction: str | None = None          # PASS or BATCH while one runs
         self._queued: deque[tuple[str, str | None, bool]] = deque()
         self.last_outcome: str | None = None
+        self._failure_shown: str | None = None  # the pass failure last told, so a repeat is not told each turn
         self._spinner: Timer | None = None
 
     @property
@@ -385,6 +386,8 @@ class ChatScreen(Screen):
         self.compaction = None
         report = event.report
         self.last_outcome = report.outcome if report is not None else "error"
+        if not event.manual:  # /compact says how it went in its own note
+            self._tell_failure(report)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.sync(messages)
@@ -396,6 +399,17 @@ class ChatScreen(Screen):
         elif event.kind == PASS and self.session.compactor.settings.enabled and self.session.over_threshold():
             self.request_compaction(BATCH)
         self.refresh_status()
+
+    def _tell_failure(self, report: PassReport | None) -> None:
+        """A failed pass's reason and what to change, once until a pass goes through."""
+        detail = report.detail if report is not None else None
+        if detail is None:
+            if report is not None and report.outcome not in FAILED_OUTCOMES:
+                self._failure_shown = None
+            return
+        if detail != self._failure_shown:
+            self._failure_shown = detail
+            self.app.notify(detail, title=f"Compaction pass failed ({report.outcome})", severity="warning", timeout=15)
 
     async def _batch_note(self, report: PassReport | None) -> None:
         """What ``/compact`` did."""
@@ -412,7 +426,7 @@ class ChatScreen(Screen):
         elif report.outcome == "nothing_to_absorb":
             await self.note("Nothing to compact yet: everything is in the protected head or the recent tail.")
         else:
-            failure = fields.get("failure") or report.outcome
+            failure = report.detail or fields.get("failure") or report.outcome
             await self.note(f"Compaction did not apply ({report.outcome}: {failure}); the conversation is "
                             "unchanged.", severity="warning")
 
@@ -511,9 +525,14 @@ class ChatScreen(Screen):
             ("tokens saved", f"{u['tokens_saved']:,}"),
             ("rolling summary", f"{u['summary_tokens']:,} tokens"),
             ("batch compactions", str(u["batch_compactions"])),
-            ("last pass", u["last_pass"] or self.last_outcome or "–"),
+            ("last pass", self._last_pass_text(u["last_pass"])),
         ]
         await self.note(columns(rows), title="Usage")
+
+    def _last_pass_text(self, outcome: str | None) -> str:
+        last = self.session.last_pass
+        detail = last.detail if last is not None else None
+        return f"{outcome}: {detail}" if outcome and detail else outcome or self.last_outcome or "–"
 
     async def slash_summary(self, arg: str) -> None:
         summary = self.session.compactor.rolling_summary

@@ -124,7 +124,7 @@ def first_run_problem(exc: BaseException) -> tuple[str, str]:
         return (
             f"The settings file has a problem: {message}",
             f"Fix that line in {where} with a text editor, or open settings to replace the file "
-            "with valid values (the old one is kept as a .bak copy).",
+            "with valid values (the old one is kept as a backup copy).",
         )
     if isinstance(exc, SessionBusy):  # before StoreError: the database is fine
         return _sentence(exc.problem), _sentence(exc.advice) + "."
@@ -191,7 +191,7 @@ def _provider_problem(message: str) -> tuple[str, str]:
             "Open settings and set the compression model: the base URL and model name of an "
             "OpenAI-compatible server, or an MLX model. Provider extractive needs no model at all.",
         )
-    if "model." in message or "usable model model" in message:
+    if "model." in message or "usable chat model" in message:
         return (
             "No chat model is configured",
             "Open settings and choose the chat model: the base URL and model name of an "
@@ -249,14 +249,19 @@ def _store_problem(message: str) -> tuple[str, str]:
             "The session database is in use by another hermes-tui",
             "Close the other hermes-tui, then start this one again.",
         )
+    if "not a hermes-tui database" in message or "Hermes Agent's home" in message:
+        return (
+            f"The session database belongs to another program: {message}",
+            "It was left untouched. Set HERMES_TUI_HOME to a folder of hermes-tui's own and start again.",
+        )
     if "cannot create" in message:
         return (
             f"The session database cannot be created: {message}",
-            "Make the folder writable, or set HERMES_HOME to another folder.",
+            "Make the folder writable, or set HERMES_TUI_HOME to another folder.",
         )
     detail = message.split(". It was left untouched")[0]
     return (
         f"The session database is unreadable: {detail}",
         "It was left untouched. Move it aside (or restore a backup) and start again, "
-        "or set HERMES_HOME to use another folder.",
+        "or set HERMES_TUI_HOME to use another folder.",
     )

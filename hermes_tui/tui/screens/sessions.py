@@ -125,8 +125,10 @@ class SessionsScreen(Screen[str | None]):
 
     AUTO_FOCUS = "#sessions"
 
+    # Exports are named from the home folder: the current folder is wherever the app was
+    # started, which the app never shows. The dialog and the status name the full path.
     def __init__(self, store: Store, current_id: str | None = None, *,
-                 export_dir: Callable[[], Path] = Path.cwd) -> None:
+                 export_dir: Callable[[], Path] = Path.home) -> None:
         super().__init__()
         self.store = store
         self.current_id = current_id

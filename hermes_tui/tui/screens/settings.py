@@ -36,6 +36,7 @@ from hermes_tui.config import (
     ModelConfig,
     apply_overrides,
     load_config,
+    refuse_foreign_config,
 )
 from hermes_tui.config_edit import save_changes
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
@@ -248,8 +249,14 @@ class SettingsScreen(Screen[Config | None]):
     def _load_error_text(self) -> str:
         if self.load_error is None:
             return ""
+        try:
+            refuse_foreign_config(self.config_path)
+        except ConfigError as exc:
+            # What does not load comes first (its line); then why Save is refused.
+            return (f"{self.load_error} — {exc} — Save is refused: hermes-tui never rewrites a file "
+                    "that is not its own.")
         return (f"{self.load_error} — the form shows the defaults; Save replaces the file "
-                f"(the old one is kept as {self.config_path.name}.bak).")
+                f"(the old one is kept beside it as {self.config_path.name}.<time>.bak).")
 
     def on_mount(self) -> None:
         self.set_class(self.load_error is not None, "-load-error")

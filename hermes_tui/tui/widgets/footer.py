@@ -48,19 +48,26 @@ class ChatFooter(Footer):
                               binding.action, enabled, tooltip or ""))
         return keys
 
+    def rebuild(self, screen: Screen) -> None:
+        """``Footer.bindings_changed``, minus its pause while the app has no focus: a reply
+        that ends while the terminal is in the background must not leave "Stop reply" shown."""
+        self._bindings_ready = True
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self.recompose)
+
     def bindings_changed(self, screen: Screen) -> None:
-        if not (self._bindings_ready and screen.app.app_focus and self.is_attached and screen is self.screen):
-            super().bindings_changed(screen)
+        if not (self._bindings_ready and self.is_attached and screen is self.screen):
+            self.rebuild(screen)
             return
         wanted = self.shown(screen)
         current = [key for key in self.query_children(FooterKey) if not key.has_class("-command-palette")]
         if wanted is None or len(current) != len(self.children) - len(self.query_children(".-command-palette")):
-            super().bindings_changed(screen)
+            self.rebuild(screen)
             return
         wanted_actions = {w.action for w in wanted}
         present = [key.action for key in current]
         if [a for a in present if a in wanted_actions] != [w.action for w in wanted if w.action in present]:
-            super().bindings_changed(screen)  # the order changed: rebuild
+            self.rebuild(screen)  # the order changed
             return
         by_action = {key.action: key for key in current}
         for key in current:
@@ -83,7 +90,7 @@ class ChatFooter(Footer):
                 by_action[want.action] = new
                 continue
             if (key.key, key.key_display, key.description) != (want.key, want.key_display, want.description):
-                super().bindings_changed(screen)  # the same action on another key: rebuild
+                self.rebuild(screen)  # the same action on another key
                 return
             if key._disabled == want.enabled or (key.tooltip or "") != want.tooltip:
                 key._disabled = not want.enabled
