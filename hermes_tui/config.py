@@ -30,6 +30,7 @@ from hermes_tui import paths
 from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = [
+    "AgentConfig",
     "AuxiliaryCompressionConfig",
     "AuxiliaryConfig",
     "CompressionConfig",
@@ -56,6 +57,7 @@ ChatProvider = Literal["auto", "mlx", "openai-api"]
 # the compression model may be one.
 CompressionProvider = Literal["auto", "mlx", "openai-api", "extractive"]
 MicroCompactMode = Literal["merge", "append"]
+ApprovalMode = Literal["read-only", "ask", "auto-edit", "full"]
 
 # Servers people name as a provider; each one speaks the OpenAI API.
 _OPENAI_COMPATIBLE = {"openai", "ollama", "llama.cpp", "llamacpp", "llama-server", "lmstudio", "lm-studio", "vllm"}
@@ -188,6 +190,23 @@ class AuxiliaryConfig(_Section):
     )
 
 
+class AgentConfig(_Section):
+    approval: ApprovalMode = _setting(
+        "ask",
+        "read-only | ask | auto-edit | full",
+        note=(
+            "read-only: reads only. ask: edits and commands ask first. auto-edit: workspace\n"
+            "edits run unasked, commands ask. full: everything inside the workspace runs unasked."
+        ),
+    )
+    max_steps: int = _setting(25, "model calls in one turn before it stops (>= 1)", ge=1)
+    shell_timeout: float = _setting(
+        120.0, "seconds a command may run (0 < x <= 600)", gt=0, le=600, allow_inf_nan=False
+    )
+    max_output_bytes: int = _setting(32000, "a tool result's cap, head and tail kept (>= 1000)", ge=1000)
+    workspace: str = _setting("", 'the folder tools act in; "" = where hermes-tui was started')
+
+
 # --------------------------------------------------------------------------- MCP servers
 
 McpTrust = Literal["ask", "read-only", "trusted"]
@@ -289,6 +308,7 @@ class Config(_Section):
     model: ModelConfig = _section(ModelConfig, "the conversation model")
     compression: CompressionConfig = _section(CompressionConfig, "when and how the context is compacted")
     auxiliary: AuxiliaryConfig = _section(AuxiliaryConfig, "helper models")
+    agent: AgentConfig = _section(AgentConfig, "tools: approval, limits, the workspace")
     mcp_servers: dict[str, McpServerConfig] = _setting(
         {}, "MCP servers whose tools the agent may call, by name",
         note="mcp_servers: {name: {command: ..., args: [...], env: [VAR]} or {url: ..., headers: {...}}}",

@@ -1,8 +1,8 @@
-"""Transcript builders and a scripted summarizer for unit tests of pure compaction logic.
+"""Transcript builders, a scripted summarizer and a scripted chat model for unit tests.
 
-The scripted summarizer is a test double: it returns text chosen by the test. It
-stands in for a model only in unit and property tests; integration tests use the
-tiny model through a real server.
+The scripted summarizer and chat model are test doubles: they return what the test
+chose. They stand in for a model only in unit and property tests (of compaction, of
+the agent loop); integration tests use a real server.
 
 A plain module rather than fixtures: the builders make values for module constants and
 parametrize lists, which fixtures cannot. Shared support for other test folders lives in
@@ -132,3 +132,42 @@ def assert_tools_paired(messages: list[Message]) -> None:
         for cid in m.call_ids:
             answered = any(x.role == "tool" and x.tool_call_id == cid for x in messages[n + 1:])
             assert answered, f"call {cid} at {n} lost its result"
+
+
+def check_request(messages: list[dict]) -> None:
+    """What any chat API requires of a request: every call answered, right after its message."""
+    pending: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in pending, message
+            pending.remove(message["tool_call_id"])
+            continue
+        assert not pending, f"unanswered calls {pending} before a {message['role']} message"
+        pending = [c["id"] for c in message.get("tool_calls") or []]
+    assert not pending, f"the request ends with unanswered calls {pending}"
+
+
+class ScriptedModel:
+    """A chat model that plays ``replies`` (text, tool calls or None) and checks each request."""
+
+    model_name = "scripted"
+    max_tokens = 64
+    supports_tools = True
+
+    def __init__(self, replies: list | None = None, on_request: Callable[[list[dict]], None] | None = None):
+        self.replies: list = list(replies or [])
+        self.on_request = on_request
+        self.requests: list[list[dict]] = []
+
+    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None):
+        from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
+
+        check_request(messages)
+        assert tools, "the tools go with every request"
+        self.requests.append(messages)
+        if self.on_request:
+            self.on_request(messages)
+        text, calls = self.replies.pop(0) if self.replies else ("(script ran out)", None)
+        yield ChatDelta(text)
+        yield ChatDone(text, Usage(prompt_tokens=None, completion_tokens=None,
+                                   finish_reason="tool_calls" if calls else "stop"), tool_calls=calls)

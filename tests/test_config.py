@@ -57,6 +57,13 @@ DESIGN_DEFAULTS = {
             "max_tokens": None,
         }
     },
+    "agent": {
+        "approval": "ask",
+        "max_steps": 25,
+        "shell_timeout": 120,
+        "max_output_bytes": 32000,
+        "workspace": "",
+    },
     "mcp_servers": {},
 }
 

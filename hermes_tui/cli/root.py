@@ -1,4 +1,4 @@
-"""Command line: ``hermes-tui`` (the app; ``--resume [ID]``, ``open TRANSCRIPT``) | demo | compact | report.
+"""Command line: ``hermes-tui`` (the app; ``--resume [ID]``, ``open TRANSCRIPT``) | run | demo | compact | report.
 
 Every user error (a bad transcript, config or endpoint) ends in one line naming
 the file or key and the problem, and a non-zero exit; never a traceback.
@@ -95,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", metavar="ID", help="continue an interrupted replay of this transcript in stored session ID"
     )
     compact.set_defaults(run=run_compact)
+
+    run = sub.add_parser(
+        "run", help="one agent turn without the UI: tool activity on stderr, the answer on stdout",
+        description="Run PROMPT through the agent loop without the UI. Anything the approval mode "
+        "does not allow is denied (no one is asked). Exit 0 when the turn completed.",
+    )
+    run.add_argument("prompt", help="the user's message")
+    run.add_argument("--workspace", metavar="DIR", help="the folder tools act in (default: agent.workspace, else here)")
+    run.add_argument(
+        "--approve", choices=["read-only", "auto-edit", "full"],
+        help="approval mode for this run (default: agent.approval; what would ask is denied)",
+    )
+    run.add_argument("--resume", metavar="ID", help="carry on stored session ID")
+    run.set_defaults(run=run_headless_turn)
 
     sessions = sub.add_parser("sessions", help="list, show, export, search and delete stored sessions")
     ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
@@ -311,6 +325,34 @@ def _latest_session(store: Store) -> str:
     if not sessions:
         raise UserError(f"no stored session to resume in {store.path}: run hermes-tui to start one")
     return sessions[0].id
+
+
+# --- run -----------------------------------------------------------------------------
+
+
+def run_headless_turn(args: argparse.Namespace) -> int:
+    from hermes_tui.chat.client import ChatError
+    from hermes_tui.session.headless import failure_line, run_headless
+
+    config = _config(args)
+    if args.workspace is not None and not Path(args.workspace).expanduser().is_dir():
+        raise UserError(f"--workspace {args.workspace}: not a directory")
+    setup_logging()
+    with Store(paths.state_db_path()) as store:
+        try:
+            outcome = run_headless(config, store, args.prompt, workspace=args.workspace,
+                                   mode=args.approve, resume=args.resume)
+        except ChatError as exc:
+            raise UserError(str(exc)) from None
+        except ValueError as exc:  # the workspace: config agent.workspace is not a folder
+            raise UserError(f"agent.workspace: {exc}") from None
+    problem = failure_line(outcome, config.agent.max_steps)
+    if problem is None:
+        print(outcome.result.text)
+    else:
+        print(f"hermes-tui: {problem}", file=sys.stderr)
+        return 130 if outcome.result.outcome == "stopped" else 1
+    return 0
 
 
 # --- demo ----------------------------------------------------------------------------

@@ -110,14 +110,25 @@ class Compactor:
         self.batch_compactions = 0
 
     # --- the turn hook ------------------------------------------------------------
+    def count_completed(self) -> bool:
+        """The one rule for when a micro pass runs: count one completed exchange (a reply
+        and the results of its calls; a plain reply is one) and say whether a pass is due
+        now (every ``micro_compact_every_n_turns``). The app, the agent loop and replay all
+        count here, on ``turns_since_pass``."""
+        if not (self.settings.enabled and self.settings.micro_compact):
+            return False
+        self.turns_since_pass += 1
+        if self.turns_since_pass < self.settings.micro_compact_every_n_turns:
+            return False
+        self.turns_since_pass = 0
+        return True
+
     def finalize_turn(self, conv: Conversation, persist: Persist | None = None) -> list[PassReport]:
-        """After a completed turn: a micro pass (every n turns), then batch if over threshold."""
+        """After a completed turn: a micro pass (when due), then batch if over threshold."""
         reports: list[PassReport] = []
         if not self.settings.enabled:
             return reports
-        self.turns_since_pass += 1
-        if self.settings.micro_compact and self.turns_since_pass >= self.settings.micro_compact_every_n_turns:
-            self.turns_since_pass = 0
+        if self.count_completed():
             reports.append(self.micro_pass(conv, persist))
         if conv.total_tokens > self.ctx.window.threshold_tokens:
             reports.append(self.compress(conv, persist=persist))

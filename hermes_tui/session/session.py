@@ -56,6 +56,7 @@ class Session:
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
         self._in_flight = 0
+        self._pass_due = False
         self._closing: bool | None = False  # None once the lease is given up
 
     # --- the session's lease ----------------------------------------------------------------
@@ -150,7 +151,7 @@ class Session:
             # The provider reports no usage for a cancelled call: none is recorded (never a guess).
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
-        meta: dict = {"usage": _usage_meta(done)}
+        meta: dict = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
         reply = Message(role="assistant", content=done.text, meta=meta)
@@ -159,14 +160,54 @@ class Session:
             self.store.flush(self.info.id, [reply])
             if not stopped:
                 self.turns_completed += 1
+                self.exchange_completed()
         return TurnResult(reply, done, stopped)
 
+    def append(self, message: Message) -> None:
+        """Keep one finished message: in the transcript and, at once, in the store."""
+        with self.lock:
+            self.conv.append(message)
+            self.store.flush(self.info.id, [message])
+
+    def answer_unanswered(self) -> list[Message]:
+        """Give every call the transcript ends with that has no result an "interrupted" one.
+
+        A crash mid-turn leaves the last assistant message's calls (some or all) without
+        results, always at the end: the loop answers every call before anything else is
+        added. Called on open, before anything is appended, so the transcript is valid for
+        any API again. Returns the results added (stored)."""
+        from hermes_tui.tools.base import ToolResult, tool_message
+
+        with self.lock:
+            messages = self.conv.messages
+            end = len(messages)
+            while end and messages[end - 1].role == "tool":
+                end -= 1
+            if not end or messages[end - 1].role != "assistant" or not messages[end - 1].tool_calls:
+                return []
+            answered = {m.tool_call_id for m in messages[end:]}
+            added = []
+            for call in messages[end - 1].tool_calls or []:
+                if call.get("id") in answered:
+                    continue
+                name = (call.get("function") or {}).get("name") or ""
+                added.append(tool_message(call.get("id", ""), name, ToolResult.interrupted()))
+            for message in added:
+                self.conv.append(message)
+            self.store.flush(self.info.id, added)
+            return added
+
     # --- compaction -----------------------------------------------------------------------
+    def exchange_completed(self) -> bool:
+        """Count a completed exchange with the compactor (the one rule and its counter,
+        ``Compactor.count_completed``); ``pass_due`` then says what it decided."""
+        with self.lock:
+            self._pass_due = self.compactor.count_completed()
+            return self._pass_due
+
     def pass_due(self) -> bool:
-        settings = self.compactor.settings
-        return settings.enabled and settings.micro_compact and (
-            self.turns_completed % settings.micro_compact_every_n_turns == 0
-        )
+        """Whether the last completed exchange made a micro pass due."""
+        return self._pass_due
 
     def plan_pass(self) -> PassResult:
         """Plan a micro pass on a snapshot (worker thread; calls the summarizer)."""
@@ -225,7 +266,7 @@ class Session:
         }
 
 
-def _usage_meta(done: ChatDone) -> dict:
+def usage_meta(done: ChatDone) -> dict:
     usage = done.usage
     return {
         key: value

@@ -102,7 +102,9 @@ def open_session(
     """A new session, or a stored one resumed: its active rows, compaction state from its marker.
 
     The context window starts unresolved (occupancy null); call
-    ``Session.resolve_context_window`` to resolve it in the background.
+    ``Session.resolve_context_window`` to resolve it in the background. Resuming needs
+    the session's lease (``Store.acquire_lease``): calls a crash left unanswered are
+    given their "interrupted" results, stored.
     """
     from hermes_tui.chat.select import make_chat_client
     from hermes_tui.session.session import Session
@@ -127,7 +129,10 @@ def open_session(
         # session's summary, passes and tokens saved from the start.
         compactor.state = recover_state(messages, head_end(messages, compactor.ctx.protect_first_n), compactor.state)
     conv = Conversation(messages, counter=counter)
-    return Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)
+    session = Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)
+    if messages:
+        session.answer_unanswered()  # a crash mid-turn: its open calls get "interrupted" results
+    return session
 
 
 def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:

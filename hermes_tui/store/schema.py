@@ -109,6 +109,19 @@ MIGRATIONS: list[str] = [
         heartbeat   REAL NOT NULL
     );
     """,
+    # 6: "always" answers to tool approval prompts, per workspace (hermes_tui.store.rules).
+    #    Kept here, never in the workspace: a file there could be written by the model.
+    #    ``prefix`` '' = every call of the tool.
+    """
+    CREATE TABLE approval_rules (
+        workspace   TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        prefix      TEXT NOT NULL DEFAULT '',
+        action      TEXT NOT NULL,
+        created     REAL NOT NULL,
+        PRIMARY KEY (workspace, tool, prefix, action)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
+from hermes_tui.transcript import Message
+
 # The boundary's own names are part of this interface too.
 from .workspace import OutsideAccess, OutsideApprover, ToolError, Workspace, relative_display  # noqa: F401
 
@@ -163,3 +165,9 @@ class Tool:
         return {"type": "function",
                 "function": {"name": self.name, "description": self.description,
                              "parameters": self.parameters}}
+
+
+def tool_message(call_id: str, name: str, result: ToolResult) -> Message:
+    """The ``tool`` message for one result; its metadata (never sent) says how it went."""
+    return Message(role="tool", content=result.content, tool_call_id=call_id,
+                   meta={"tool": {"name": name, **result.metadata()}})

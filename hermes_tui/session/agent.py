@@ -1,0 +1,351 @@
+"""One agent turn: model → tool calls → results → model … until a reply without calls.
+
+A turn ends when the model replies without calls (``completed``), after
+``max_steps`` model calls (``max_steps``), or when ``cancel`` is set (``stopped``): the
+model's stream is closed and a running tool sees the same event (``run_shell`` kills
+its process group). Whatever happens, every call the model made gets exactly one
+result: its own, an error, "denied", or "stopped" for every call not run because of a
+stop. Each assistant message and each result is stored the moment it is complete, so a
+crash loses at most the call in flight; on open, ``Session.answer_unanswered`` gives
+such a call an "interrupted" result.
+
+Approval: ``tools.approval.decide`` on every call; when it asks, the UI's ``ask``
+callback answers (allow once, allow for this session, always, deny). Without one
+(headless) anything that would ask is denied. "Always" rules go to the persistent rule
+store (our database, per workspace); "this session" rules live in memory.
+
+Compaction: each completed exchange is counted by the one rule
+(``Session.exchange_completed``); a due pass is planned in the background
+(``chat.passes``) and published before the next model call. The loop waits for a pass
+only when the next request would not fit the window.
+
+Runs in a worker thread; the listener's hooks are called from that thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError, Usage
+from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
+from hermes_tui.session.session import usage_meta
+from hermes_tui.logs import get_logger
+from hermes_tui.tools.approval import (REPEAT_LIMIT, Action, ApprovalRequest, MemoryRuleStore, Mode,
+                                       RepeatTracker, Rule, RuleStore, build_request, decide)
+from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
+from hermes_tui.tools.registry import Call, ToolRegistry
+from hermes_tui.tools.workspace import Workspace
+from hermes_tui.transcript import Message, wire_view
+
+if TYPE_CHECKING:
+    from hermes_tui.session.session import Session
+    from hermes_tui.compaction.engine import PassReport
+    from hermes_tui.config import AgentConfig
+
+log = get_logger("agent")
+
+COMPLETED, MAX_STEPS, STOPPED = "completed", "max_steps", "stopped"
+
+
+class Answer(str, Enum):
+    """The user's answer to an approval prompt."""
+
+    ALLOW_ONCE = "allow_once"
+    ALLOW_SESSION = "allow_session"
+    ALWAYS = "always"
+    DENY = "deny"
+
+
+# ask(request, preview, reason) -> Answer: called from the loop's thread; it may block
+# while the user decides. ``preview`` is an edit's diff (None when there is none);
+# ``reason`` is the one line saying why it asks.
+Ask = Callable[[ApprovalRequest, "str | None", str], Answer]
+
+
+class AgentListener:
+    """What the UI (or the headless printer) hears from a turn. Every hook is optional."""
+
+    def step_started(self, step: int) -> None: ...
+
+    def text(self, piece: str) -> None: ...
+
+    def tool_delta(self, event: Any) -> None:
+        """A piece of a call as it streams (the chat client's ``ChatToolDelta``)."""
+
+    def reply(self, message: Message) -> None:
+        """An assistant message, stored (its ``tool_calls`` are about to run)."""
+
+    def call_started(self, call_id: str, name: str, arguments: Any) -> None: ...
+
+    def call_finished(self, call_id: str, name: str, arguments: Any, result: ToolResult,
+                      message: Message) -> None:
+        """A call's result, stored."""
+
+    def pass_published(self, report: PassReport) -> None: ...
+
+
+@dataclass
+class Tools:
+    """A conversation's tools and what decides whether a call runs."""
+
+    registry: ToolRegistry
+    workspace: Workspace
+    mode: Mode = Mode.ASK
+    rules: RuleStore = field(default_factory=MemoryRuleStore)  # "always": per workspace, kept
+    session_rules: MemoryRuleStore = field(default_factory=MemoryRuleStore)  # "for this session"
+    repeats: RepeatTracker = field(default_factory=RepeatTracker)
+    max_output_bytes: int = 32_000
+    shell_timeout_s: float = 120.0
+
+    @classmethod
+    def from_config(cls, agent: AgentConfig, registry: ToolRegistry, *, rules: RuleStore | None = None,
+                    workspace: str | Path | None = None, mode: str | None = None) -> Tools:
+        root = workspace or agent.workspace or Path.cwd()
+        return cls(registry=registry, workspace=Workspace(root), mode=Mode(mode or agent.approval),
+                   rules=rules if rules is not None else MemoryRuleStore(),
+                   max_output_bytes=agent.max_output_bytes, shell_timeout_s=agent.shell_timeout)
+
+    @property
+    def key(self) -> str:
+        """The workspace as rules are stored under it."""
+        return str(self.workspace.root)
+
+    def all_rules(self) -> list[Rule]:
+        try:
+            kept = self.rules.rules(self.key)
+        except Exception as exc:  # an unreadable database must not stop the turn: no rules then
+            log.warning("cannot read the approval rules: %s", exc)
+            kept = []
+        return kept + self.session_rules.rules(self.key)
+
+    def context(self, cancel: threading.Event, approve_outside=None) -> ToolContext:
+        return ToolContext(workspace=self.workspace, cancel=cancel, max_output_bytes=self.max_output_bytes,
+                           shell_timeout_s=self.shell_timeout_s, approve_outside=approve_outside)
+
+
+@dataclass
+class AgentResult:
+    outcome: str  # completed | max_steps | stopped
+    text: str  # the last reply's text (the answer, when completed)
+    steps: int  # model calls made
+    calls: int  # tool calls answered
+    reply: Message | None = None  # the last assistant message stored
+
+
+# Programs whose first argument names what they do: "always" for `git status` must not
+# cover `git push`.
+SUBCOMMAND_PROGRAMS = frozenset({
+    "git", "npm", "pnpm", "yarn", "cargo", "uv", "pip", "poetry", "go", "docker", "kubectl",
+    "make", "just", "gh", "brew", "apt", "dotnet", "mvn", "gradle",
+})
+
+
+def always_rule(request: ApprovalRequest) -> Rule | None:
+    """The rule an "always" answer stores: the tool, or for a command its program (with the
+    subcommand, for programs that have them). None for a command no rule can allow (a
+    compound one): the answer then holds for this call only."""
+    if request.kind is not ToolKind.SHELL:
+        return Rule(tool=request.tool, action=Action.ALLOW)
+    check = request.command_check
+    if check is None or not check.simple or not check.words:
+        return None
+    words = list(check.words[:1])
+    if words[0] in SUBCOMMAND_PROGRAMS and len(check.words) > 1 and not check.words[1].startswith("-"):
+        words.append(check.words[1])
+    return Rule(tool=request.tool, action=Action.ALLOW, prefix=" ".join(words))
+
+
+def _normalized_calls(raw: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The calls as the transcript keeps them: each with an id, a name and arguments text."""
+    calls = []
+    for call in raw or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments if arguments is not None else {})
+        calls.append({"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                      "function": {"name": str(function.get("name") or ""), "arguments": arguments}})
+    return calls or None
+
+
+class AgentTurn:
+    def __init__(
+        self, session: Session, tools: Tools | None, *, ask: Ask | None = None,
+        listener: AgentListener | None = None, max_steps: int = 25, max_tokens: int | None = None,
+        passes: BackgroundPasses | None = None,
+    ) -> None:
+        self.session = session
+        self.tools = tools
+        self.ask = ask
+        self.listener = listener or AgentListener()
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.passes = passes or BackgroundPasses(session, on_published=self.listener.pass_published)
+        self.calls = 0
+
+    # --- the loop ------------------------------------------------------------------------
+    def run(self, cancel: threading.Event | None = None) -> AgentResult:
+        """Run the turn on the transcript as it is (the user's message already added).
+
+        Raises ChatError for a model call that failed (what was stored stays stored) and
+        StoreError when a message cannot be stored."""
+        cancel = cancel or threading.Event()
+        reply: Message | None = None
+        for step in range(1, self.max_steps + 1):
+            self.passes.publish_ready()
+            self._make_room()
+            self.listener.step_started(step)
+            stepped = self._model_step(cancel)
+            if stepped is None:  # stopped before any text: nothing to keep
+                return AgentResult(STOPPED, reply.content if reply else "", step, self.calls, reply)
+            reply, stopped = stepped
+            if stopped:
+                return AgentResult(STOPPED, reply.content, step, self.calls, reply)
+            if reply.tool_calls:
+                self._answer_calls(reply, cancel)
+            self._exchange_completed()
+            if cancel.is_set():
+                return AgentResult(STOPPED, reply.content, step, self.calls, reply)
+            if not reply.tool_calls:
+                self.session.turns_completed += 1
+                return AgentResult(COMPLETED, reply.content, step, self.calls, reply)
+        return AgentResult(MAX_STEPS, reply.content if reply else "", self.max_steps, self.calls, reply)
+
+    def _model_step(self, cancel: threading.Event) -> tuple[Message, bool] | None:
+        """One model call: the assistant message, stored, and whether it was stopped."""
+        session = self.session
+        with session.lock:
+            request = wire_view(session.conv.messages)
+        extra: dict[str, Any] = {}
+        if self.tools is not None and len(self.tools.registry) and getattr(session.chat, "supports_tools", False):
+            extra["tools"] = self.tools.registry.specs()
+        parts: list[str] = []
+        done: ChatDone | None = None
+        stopped = False
+        try:
+            for event in session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
+                if isinstance(event, ChatDelta):
+                    parts.append(event.text)
+                    self.listener.text(event.text)
+                elif isinstance(event, ChatDone):
+                    done = event
+                else:
+                    self.listener.tool_delta(event)
+        except ChatError as exc:
+            if exc.kind != CANCELLED:
+                raise
+            if not "".join(parts).strip():
+                return None
+            # Calls cut off mid-stream are dropped with the stream: only the text is kept.
+            done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
+        assert done is not None  # ChatClient.stream ends with exactly one ChatDone
+        meta: dict[str, Any] = {"usage": usage_meta(done)}
+        if stopped:
+            meta["stopped"] = True
+        calls = None if stopped else _normalized_calls(getattr(done, "tool_calls", None))
+        reply = Message(role="assistant", content=done.text, tool_calls=calls, meta=meta)
+        session.append(reply)
+        self.listener.reply(reply)
+        return reply, stopped
+
+    def _answer_calls(self, reply: Message, cancel: threading.Event) -> None:
+        answered: set[str] = set()
+        try:
+            for call in reply.tool_calls or []:
+                call_id, function = call["id"], call["function"]
+                name, arguments = function["name"], function["arguments"]
+                self.listener.call_started(call_id, name, arguments)
+                try:
+                    result = self._result(name, arguments, cancel)
+                except Exception as exc:  # a bug in approval or the UI's callback: an error result
+                    log.exception("tool call %s failed outside the tool", name)
+                    result = ToolResult.error(f"{name} failed: {type(exc).__name__}")
+                message = tool_message(call_id, name, result)
+                self.session.append(message)
+                answered.add(call_id)
+                self.calls += 1
+                self.listener.call_finished(call_id, name, arguments, result, message)
+        finally:
+            with self.session.lock:  # a result the store refused is in the transcript all the same
+                answered |= {m.tool_call_id for m in self.session.conv.messages[-len(reply.tool_calls or []):]
+                             if m.role == "tool"}
+            unanswered = [c for c in reply.tool_calls or [] if c["id"] not in answered]
+            if unanswered:  # an exception escaped (a store failure, an interrupt): keep it valid
+                for call in unanswered:
+                    try:
+                        self.session.append(tool_message(call["id"], call["function"]["name"],
+                                                         ToolResult.stopped()))
+                    except Exception:  # the store is failing: the next open answers it "interrupted"
+                        log.warning("cannot store the result of call %s", call["id"])
+
+    def _result(self, name: str, arguments: str, cancel: threading.Event) -> ToolResult:
+        if cancel.is_set():
+            return ToolResult.stopped()
+        tools = self.tools
+        if tools is None:
+            return ToolResult.error(f"unknown tool {name!r}; no tools are available")
+        call = tools.registry.prepare(name, arguments)
+        if isinstance(call, ToolResult):
+            return call
+        repeats = tools.repeats.observe(call.name, call.arguments)
+        request = build_request(call.tool, call.arguments, tools.workspace, repeats)
+        decision = decide(request, mode=tools.mode, rules=tools.all_rules(), interactive=self.ask is not None)
+        approve_outside = None
+        if decision.action is Action.DENY:
+            return ToolResult.denied(decision.reason)
+        if decision.action is Action.ASK:
+            preview = tools.registry.preview(call, tools.context(cancel))
+            if isinstance(preview, ToolResult):
+                return preview  # the edit cannot apply: nothing to approve
+            answer = self._ask(request, preview, decision.reason, call)
+            if answer is Answer.DENY:
+                return ToolResult.denied("the user declined this call")
+            if repeats >= REPEAT_LIMIT:
+                tools.repeats.reset()
+            if request.outside:
+                approve_outside = tools.workspace.approver_for(request.outside)
+        return tools.registry.run(call, tools.context(cancel, approve_outside))
+
+    def _ask(self, request: ApprovalRequest, preview: str | None, reason: str, call: Call) -> Answer:
+        assert self.ask is not None and self.tools is not None
+        answer = Answer(self.ask(request, preview, reason))
+        if answer in (Answer.ALWAYS, Answer.ALLOW_SESSION):
+            rule = always_rule(request)
+            if rule is None:
+                return answer  # nothing a rule can allow: this time only
+            if answer is Answer.ALWAYS:
+                try:
+                    self.tools.rules.add(self.tools.key, rule)
+                except Exception as exc:  # allowed all the same; only the remembering failed
+                    log.warning("cannot store the rule '%s': %s", rule, exc)
+                    self.tools.session_rules.add(self.tools.key, rule)
+            else:
+                self.tools.session_rules.add(self.tools.key, rule)
+        return answer
+
+    # --- compaction between steps -------------------------------------------------------
+    def _exchange_completed(self) -> None:
+        if self.session.exchange_completed():
+            self.passes.request(MICRO)
+        elif self.session.compactor.settings.enabled and self.session.over_threshold():
+            self.passes.request(BATCH)
+
+    def _make_room(self) -> None:
+        """Wait for compaction only when the next request would not fit the window."""
+        window = self.session.compactor.ctx.window
+        if window.limit is None:
+            return
+        cap = self.max_tokens or getattr(self.session.chat, "max_tokens", 0) or 0
+        if self.session.conv.total_tokens + cap <= window.limit:
+            return
+        self.passes.settle()
+        if self.session.conv.total_tokens + cap > window.limit and self.session.compactor.settings.enabled:
+            self.passes.request(BATCH)
+            self.passes.settle()
+

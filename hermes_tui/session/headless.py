@@ -1,0 +1,132 @@
+"""``hermes-tui run PROMPT``: one agent turn without the UI.
+
+The same loop as the app (``session.agent.AgentTurn``) with no one to ask: anything the
+approval mode does not allow outright is denied, never waited for. Tool activity goes
+to stderr, one line per call; the final answer to stdout. The turn is stored as a
+session like any other (``--resume ID`` carries one on); Ctrl-C or SIGTERM stops it
+the way Esc does in the app (the running command's group is killed, every call gets a
+result).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, TextIO
+
+from hermes_tui.session.agent import COMPLETED, MAX_STEPS, AgentListener, AgentResult, AgentTurn, Tools
+from hermes_tui.session.passes import BackgroundPasses
+from hermes_tui.config import Config
+from hermes_tui.store import Store
+from hermes_tui.store.rules import StoredRules
+from hermes_tui.tools.base import ToolResult
+from hermes_tui.tools.builtin import builtin_registry
+from hermes_tui.tools.registry import one_line
+from hermes_tui.transcript import Message
+
+TITLE_CHARS = 60
+
+
+@dataclass
+class RunOutcome:
+    session_id: str
+    result: AgentResult
+
+
+class ActivityPrinter(AgentListener):
+    """One line per tool call: tool, arguments, outcome, size, duration."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def call_finished(self, call_id: str, name: str, arguments: Any, result: ToolResult,
+                      message: Message) -> None:
+        outcome = result.status.value
+        if result.exit_code is not None:
+            outcome += f" exit {result.exit_code}"
+        duration = f"{result.duration_ms:.0f} ms" if result.duration_ms is not None else "-"
+        line = f"tool {name} {summarize_arguments(arguments)} -> {outcome}, {_size(result)}, {duration}"
+        if result.status.value in ("denied", "error"):
+            line += f": {one_line(result.content, 160)}"
+        print(line, file=self.out, flush=True)
+
+
+def summarize_arguments(arguments: Any, limit: int = 80) -> str:
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except json.JSONDecodeError:
+        return one_line(str(arguments), limit)
+    if not isinstance(parsed, dict):
+        return one_line(str(arguments), limit)
+    text = " ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items())
+    return one_line(text, limit)
+
+
+def _size(result: ToolResult) -> str:
+    size = result.bytes or len(result.content.encode())
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
+
+
+@contextmanager
+def stop_on_signals(cancel: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``cancel`` (the turn stops cleanly) instead of killing us mid-write."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: cancel.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_headless(
+    config: Config, store: Store, prompt: str, *, workspace: str | None = None, mode: str | None = None,
+    resume: str | None = None, activity: TextIO = sys.stderr, chat=None, summarizer=None,
+) -> RunOutcome:
+    """Run one turn on a new session (or ``resume``); raises ChatError, StoreError, ValueError."""
+    from hermes_tui.session.wiring import open_session
+
+    tools = Tools.from_config(config.agent, builtin_registry(), rules=StoredRules(store),
+                              workspace=workspace, mode=mode)
+    session_id = None
+    if resume is not None:
+        session_id = store.get_session(resume).id
+        store.acquire_lease(session_id)  # before loading: one writer
+    try:
+        session = open_session(config, store, session_id=session_id, title=prompt[:TITLE_CHARS],
+                               chat=chat, summarizer=summarizer)
+    except BaseException:
+        if session_id:
+            store.release_lease(session_id)
+        raise
+    try:
+        session.resolve_context_window()
+        session.add_user_message(prompt)
+        printer = ActivityPrinter(activity)
+        turn = AgentTurn(session, tools, ask=None, listener=printer, max_steps=config.agent.max_steps,
+                         passes=BackgroundPasses(session))
+        cancel = threading.Event()
+        with stop_on_signals(cancel):
+            try:
+                result = turn.run(cancel)
+            finally:
+                turn.passes.settle()  # the stored session ends compacted as far as it is due
+        return RunOutcome(session.info.id, result)
+    finally:
+        session.close()
+
+
+def failure_line(outcome: RunOutcome, max_steps: int) -> str | None:
+    """The one line for a turn that did not complete; None when it did."""
+    result = outcome.result
+    if result.outcome == COMPLETED:
+        return None
+    if result.outcome == MAX_STEPS:
+        return (f"the turn reached its step limit ({max_steps}, agent.max_steps) without a final answer; "
+                f"session {outcome.session_id} (--resume it to go on)")
+    return f"stopped; session {outcome.session_id} (--resume it to go on)"

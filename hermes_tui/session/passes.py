@@ -1,0 +1,119 @@
+"""Compaction passes in the background while the agent works, one at a time.
+
+The agent loop asks for a pass after each completed exchange (``request``); a worker
+thread plans it on a snapshot (``Session.plan_pass``, the summarizer runs outside the
+lock) and the loop publishes it between model calls (``publish_ready``), so a splice
+never lands while a request is being built. A request made while a pass is in flight
+is queued and started once that one is published: passes never overlap, and each
+pass asked for runs (a micro pass folds one exchange, so dropping requests would let
+the unabsorbed exchanges pile up). The loop waits for a pass (``settle``) only when the next request
+would not fit the window, and at the end of the turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Callable
+
+from hermes_tui.compaction.engine import PassReport
+from hermes_tui.compaction.state import PassResult
+from hermes_tui.logs import get_logger
+
+if TYPE_CHECKING:
+    from hermes_tui.session.session import Session
+
+log = get_logger("passes")
+
+MICRO, BATCH = "micro", "batch"
+
+
+class BackgroundPasses:
+    def __init__(self, session: Session, on_published: Callable[[PassReport], None] | None = None) -> None:
+        self.session = session
+        self.on_published = on_published
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._planned: PassResult | None = None
+        self._kind: str | None = None  # the pass in flight (planning or planned)
+        self._queued: list[str] = []  # asked for while one was in flight, in order
+        self.published: list[PassReport] = []
+
+    @property
+    def busy(self) -> bool:
+        return self._kind is not None
+
+    @property
+    def ready(self) -> bool:
+        """A pass is planned and waits to be published."""
+        return self._planned is not None
+
+    @property
+    def queued(self) -> int:
+        """Passes asked for that have not started yet (the lag behind the agent)."""
+        return len(self._queued)
+
+    def request(self, kind: str = MICRO) -> None:
+        """Run a pass of ``kind`` now, or after the ones in flight and queued."""
+        with self._lock:
+            if self._kind is not None:
+                if not (kind == BATCH and BATCH in self._queued):  # one batch waiting is enough
+                    self._queued.append(kind)
+                return
+            self._start(kind)
+
+    def _start(self, kind: str) -> None:
+        self._kind = kind
+        self.session.begin_work()  # the session keeps its lease until the pass has landed
+        self._thread = threading.Thread(target=self._plan, args=(kind,), name=f"{kind} pass", daemon=True)
+        self._thread.start()
+
+    def _plan(self, kind: str) -> None:
+        try:
+            planned = self.session.plan_pass() if kind == MICRO else self.session.plan_compress()
+        except Exception:  # a bug must not break the turn: the transcript stays as it is
+            log.exception("%s pass failed while planning; the transcript is unchanged", kind)
+            planned = None
+        with self._lock:
+            self._planned = planned
+            if planned is None:
+                self._finished()
+
+    def _finished(self) -> None:
+        """(under ``_lock``) The pass in flight is over: start the one asked for meanwhile."""
+        self._kind, self._planned = None, None
+        self.session.end_work()
+        if self._queued:
+            self._start(self._queued.pop(0))
+
+    def publish_ready(self) -> PassReport | None:
+        """Publish the planned pass, if one is ready (the loop calls this between model calls)."""
+        with self._lock:
+            planned = self._planned
+            if planned is None:
+                return None
+            try:
+                report = self.session.publish_pass(planned)
+            except Exception:
+                log.exception("%s pass failed while publishing; the transcript is unchanged", planned.kind)
+                report = None
+            self._finished()
+        if report is not None:
+            self.published.append(report)
+            if self.on_published:
+                self.on_published(report)
+        return report
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for every pass in flight or asked for, publishing each."""
+        while True:
+            thread = self._thread
+            if thread is not None:
+                thread.join(timeout)
+                if thread.is_alive():
+                    return
+            self.publish_ready()
+            with self._lock:
+                if self._kind is None:
+                    return
+                if self._thread is thread and self._planned is None and not thread.is_alive():
+                    return

@@ -1,0 +1,473 @@
+"""The agent loop end to end: ``hermes-tui run`` in a subprocess against a scripted
+OpenAI-compatible server in another (tests/support/scripted_openai_server.py), the real openai
+SDK, real files in a temp workspace, real ``bash`` for ``run_shell`` and the real store.
+Also the loop in-process with the real client: approval answers and "always" rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.servers import stop_server as _stop
+from hermes_tui.session.agent import COMPLETED, STOPPED, Answer, AgentListener, AgentTurn, Tools
+from hermes_tui.chat.openai_chat import OpenAIChatClient
+from hermes_tui.config import Config
+from hermes_tui.store import Store
+from hermes_tui.store.rules import StoredRules
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.tools.approval import Action, Mode, Rule
+from hermes_tui.tools.builtin import builtin_registry
+from hermes_tui.tools.workspace import Workspace
+from hermes_tui.session.wiring import open_session
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "tests" / "support" / "scripted_openai_server.py"
+CLI_TIMEOUT_S = 120
+WAIT_S = 60
+
+
+# --- the scripted endpoint -------------------------------------------------------------
+
+
+class Scripted:
+    def __init__(self, process: subprocess.Popen, base_url: str, requests_path: Path):
+        self.process = process
+        self.base_url = base_url
+        self.requests_path = requests_path
+
+    def requests(self) -> list[dict]:
+        if not self.requests_path.exists():
+            return []
+        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    processes: list[subprocess.Popen] = []
+
+    def start(script: list[dict]) -> Scripted:
+        script_path = tmp_path / f"script{len(processes)}.json"
+        requests_path = tmp_path / f"requests{len(processes)}.jsonl"
+        script_path.write_text(json.dumps(script))
+        process = subprocess.Popen(
+            [sys.executable, str(SERVER), str(script_path), str(requests_path)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        processes.append(process)
+        line = process.stdout.readline()
+        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
+        return Scripted(process, f"http://127.0.0.1:{int(line.split()[1])}/v1", requests_path)
+
+    yield start
+    for process in processes:
+        _stop(process)
+
+
+def call(name: str, call_id: str, **arguments: Any) -> dict:
+    text = json.dumps(arguments)
+    return {"id": call_id, "name": name, "arguments": [text[: len(text) // 2], text[len(text) // 2:]]}
+
+
+def calls(*tool_calls: dict) -> dict:
+    return {"tool_calls": list(tool_calls), "finish_reason": "tool_calls"}
+
+
+def answer(text: str) -> dict:
+    return {"text": [text[: len(text) // 2], text[len(text) // 2:]], "finish_reason": "stop"}
+
+
+# --- running the CLI --------------------------------------------------------------------
+
+
+def write_config(path: Path, base_url: str, **agent: Any) -> Path:
+    lines = [
+        "model:", "  provider: openai-api", "  model: scripted", f"  base_url: {base_url}",
+        "  context_length: 32768",
+        "auxiliary:", "  compression:", "    provider: extractive",
+    ]
+    if agent:
+        lines.append("agent:")
+        lines += [f"  {key}: {value}" for key, value in agent.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "HERMES_TUI_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def cli_args(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "hermes_tui.cli", "--config", str(config), "run", *args]
+
+
+def run_cli(home: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_args(config, *args), env=cli_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+
+
+def explain(proc) -> str:
+    return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-3000:]}"
+
+
+def tool_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("tool ")]
+
+
+# --- what the store holds ----------------------------------------------------------------
+
+
+def stored(home: Path) -> dict[str, list[dict]]:
+    """Every session's rows (active and archived), in order, straight from the database."""
+    conn = sqlite3.connect(home / "state.db")
+    try:
+        rows = conn.execute(
+            "SELECT session_id, role, content, tool_calls, tool_call_id, meta, state FROM messages "
+            "ORDER BY session_id, position, rowid").fetchall()
+    finally:
+        conn.close()
+    out: dict[str, list[dict]] = {}
+    for sid, role, content, tool_calls, tool_call_id, meta, state in rows:
+        out.setdefault(sid, []).append({
+            "role": role, "content": content, "tool_calls": json.loads(tool_calls) if tool_calls else None,
+            "tool_call_id": tool_call_id, "meta": json.loads(meta), "state": state,
+        })
+    return out
+
+
+def only_session(home: Path) -> tuple[str, list[dict]]:
+    sessions = stored(home)
+    assert len(sessions) == 1, list(sessions)
+    return next(iter(sessions.items()))
+
+
+def assert_every_call_answered_once(rows: list[dict]) -> dict[str, dict]:
+    """Each call is answered by exactly one tool row, right after its assistant message."""
+    results: dict[str, dict] = {}
+    open_calls: list[str] = []
+    for row in rows:
+        if row["role"] == "tool":
+            assert row["tool_call_id"] in open_calls, ("a result for no open call", row)
+            open_calls.remove(row["tool_call_id"])
+            assert row["tool_call_id"] not in results
+            results[row["tool_call_id"]] = row
+            continue
+        assert not open_calls, ("calls left unanswered before", row)
+        if row["role"] == "assistant" and row["tool_calls"]:
+            open_calls = [c["id"] for c in row["tool_calls"]]
+    assert not open_calls, f"unanswered at the end: {open_calls}"
+    return results
+
+
+def status(row: dict) -> str:
+    return row["meta"]["tool"]["status"]
+
+
+# --- hermes-tui run, end to end --------------------------------------------------------------
+
+
+def test_run_reads_runs_and_edits_in_auto_edit_mode(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("hello world\nsecond line\n")
+    server = scripted([
+        calls(call("read_file", "c1", path="notes.txt")),
+        calls(call("run_shell", "c2", command="wc -l notes.txt"),
+              call("edit_file", "c3", path="notes.txt", old_string="hello", new_string="goodbye")),
+        answer("Done: notes.txt now says goodbye."),
+    ])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = run_cli(hermes_home, config, "Edit notes.txt", "--workspace", str(workspace), "--approve", "auto-edit")
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout == "Done: notes.txt now says goodbye.\n"
+    assert (workspace / "notes.txt").read_text() == "goodbye world\nsecond line\n"
+
+    lines = tool_lines(proc.stderr)
+    assert [line.split()[1] for line in lines] == ["read_file", "run_shell", "edit_file"], proc.stderr
+    assert all(" -> ok" in line and " ms" in line for line in lines), lines
+    assert "exit 0" in lines[1] and 'command="wc -l notes.txt"' in lines[1]
+
+    requests = server.requests()
+    assert len(requests) == 3
+    assert all(r["tools"] for r in requests)  # the tools go with every request
+    sent = requests[2]["messages"]
+    results = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
+    assert "hello world" in results["c1"] and "2 notes.txt" in results["c2"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["Edit notes.txt"]
+
+    _, rows = only_session(hermes_home)
+    answered = assert_every_call_answered_once(rows)
+    assert {k: status(v) for k, v in answered.items()} == {"c1": "ok", "c2": "ok", "c3": "ok"}
+    assert rows[-1]["content"] == "Done: notes.txt now says goodbye."
+
+
+def test_run_read_only_denies_edits_and_commands(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("hello\n")
+    server = scripted([
+        calls(call("edit_file", "e1", path="notes.txt", old_string="hello", new_string="bye"),
+              call("run_shell", "s1", command="touch made-by-shell"),
+              call("read_file", "r1", path="notes.txt")),
+        answer("I could only read."),
+    ])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = run_cli(hermes_home, config, "Change it", "--workspace", str(workspace), "--approve", "read-only")
+    assert proc.returncode == 0, explain(proc)  # denials are answers: the turn completes
+    assert proc.stdout == "I could only read.\n"
+    assert (workspace / "notes.txt").read_text() == "hello\n"
+    assert not (workspace / "made-by-shell").exists()
+    _, rows = only_session(hermes_home)
+    answered = assert_every_call_answered_once(rows)
+    assert [status(answered[c]) for c in ("e1", "s1", "r1")] == ["denied", "denied", "ok"]
+    assert "read-only mode" in answered["s1"]["content"]
+    sent = server.requests()[1]["messages"]
+    assert any(m["role"] == "tool" and m["content"].startswith("denied:") for m in sent)
+
+
+def test_run_denies_a_command_that_would_ask_in_ask_mode(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server = scripted([calls(call("run_shell", "s1", command="touch x && ls")), answer("ok")])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    started = time.monotonic()
+    proc = run_cli(hermes_home, config, "Do it", "--workspace", str(workspace))  # agent.approval: ask
+    assert proc.returncode == 0, explain(proc)
+    assert time.monotonic() - started < CLI_TIMEOUT_S  # denied, never waited for
+    assert not (workspace / "x").exists()
+    line, = tool_lines(proc.stderr)
+    assert "-> denied" in line and "headless" in line
+
+
+def test_run_stops_at_the_step_limit_and_asks_before_a_third_identical_call(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("a\n")
+    server = scripted([calls(call("read_file", "r", path="a.txt"))])  # the same call, forever
+    config = write_config(tmp_path / "config.yaml", server.base_url, max_steps=4)
+    proc = run_cli(hermes_home, config, "Loop", "--workspace", str(workspace))
+    assert proc.returncode == 1, explain(proc)
+    assert proc.stdout == ""
+    problem = [line for line in proc.stderr.splitlines() if line.startswith("hermes-tui:")]
+    assert len(problem) == 1 and "step limit (4, agent.max_steps)" in problem[0], proc.stderr
+    assert len(server.requests()) == 4
+    outcomes = [line.split("-> ")[1].split(",")[0] for line in tool_lines(proc.stderr)]
+    # Reads never ask, but the third identical call in a row does: headless, so denied.
+    assert outcomes == ["ok", "ok", "denied", "denied"], proc.stderr
+    assert "3 times in a row" in tool_lines(proc.stderr)[2]
+    _, rows = only_session(hermes_home)
+    # The model reuses its call id each step; ids repeat across exchanges, never within one.
+    assert sum(r["role"] == "tool" for r in rows) == 4
+    for n, row in enumerate(rows):
+        if row["role"] == "assistant" and row["tool_calls"]:
+            assert rows[n + 1]["role"] == "tool" and rows[n + 1]["tool_call_id"] == "r"
+
+
+def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_stop_during_a_running_command_kills_its_group(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    command = "sleep 300 & echo $! > child.pid; wait"
+    server = scripted([
+        calls(call("run_shell", "s1", command=command), call("read_file", "r1", path="child.pid")),
+        answer("carried on"),
+    ])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = subprocess.Popen(cli_args(config, "Run it", "--workspace", str(workspace), "--approve", "full"),
+                            env=cli_env(hermes_home), cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pid_file = workspace / "child.pid"
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), "the command to start")
+        child = int(pid_file.read_text())
+        assert alive(child)
+        proc.send_signal(signal.SIGINT)  # what Esc does in the app
+        out, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, f"{proc.returncode}\n{err}"
+    assert out == ""
+    assert len([line for line in err.splitlines() if line.startswith("hermes-tui:")]) == 1, err
+    wait_for(lambda: not alive(child), "the command's child to be killed", timeout=10)
+    session_id, rows = only_session(hermes_home)
+    answered = assert_every_call_answered_once(rows)
+    assert status(answered["s1"]) == "stopped" and status(answered["r1"]) == "stopped"
+    assert len(server.requests()) == 1  # stopped: the model was not called again
+
+    # The stored transcript is valid for the API: the next turn carries on from it.
+    again = run_cli(hermes_home, config, "Go on", "--resume", session_id)
+    assert again.returncode == 0, explain(again)
+    sent = server.requests()[-1]["messages"]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ["s1", "r1"]
+
+
+def test_kill_9_during_a_tool_run_then_resume_answers_interrupted(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    command = "echo $$ > shell.pid; sleep 300"
+    server = scripted([
+        calls(call("run_shell", "k1", command=command), call("read_file", "k2", path="shell.pid")),
+        answer("picked up after the crash"),
+    ])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = subprocess.Popen(cli_args(config, "Run it", "--workspace", str(workspace), "--approve", "full"),
+                            env=cli_env(hermes_home), cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_file = workspace / "shell.pid"
+    shell_pid = None
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), "the command to start")
+        shell_pid = int(pid_file.read_text())
+        proc.kill()  # SIGKILL: no handler runs, nothing is flushed after this
+        proc.wait(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if shell_pid is not None:  # the command's own group outlives a SIGKILLed parent
+            try:
+                os.killpg(shell_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    session_id, rows = only_session(hermes_home)
+    assert rows[-1]["role"] == "assistant" and [c["id"] for c in rows[-1]["tool_calls"]] == ["k1", "k2"]
+
+    resumed = run_cli(hermes_home, config, "What happened?", "--resume", session_id[:6])
+    assert resumed.returncode == 0, explain(resumed)
+    assert resumed.stdout == "picked up after the crash\n"
+    _, rows = only_session(hermes_home)
+    answered = assert_every_call_answered_once(rows)
+    assert status(answered["k1"]) == "interrupted" and status(answered["k2"]) == "interrupted"
+    sent = server.requests()[-1]["messages"]
+    assert [m["role"] for m in sent[-4:]] == ["assistant", "tool", "tool", "user"]
+    assert sent[-1]["content"] == "What happened?"
+
+
+def test_run_with_a_bad_workspace_is_one_line(hermes_home, tmp_path):
+    config = write_config(tmp_path / "config.yaml", "http://127.0.0.1:9/v1")
+    proc = run_cli(hermes_home, config, "hi", "--workspace", str(tmp_path / "missing"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--workspace" in proc.stderr, proc.stderr
+    assert not (hermes_home / "state.db").exists()
+
+
+# --- the loop in-process: approval answers -----------------------------------------------------
+
+
+class Recorder(AgentListener):
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def call_started(self, call_id, name, arguments) -> None:
+        self.events.append(("started", call_id, name))
+
+    def call_finished(self, call_id, name, arguments, result, message) -> None:
+        self.events.append(("finished", call_id, result.status.value))
+
+
+def in_process_session(store: Store, base_url: str):
+    config = Config().with_overrides({
+        "model.provider": "openai-api", "model.model": "scripted", "model.base_url": base_url,
+        "model.context_length": 32768, "auxiliary.compression.provider": "extractive",
+    })
+    chat = OpenAIChatClient(base_url, "scripted", api_key=None)
+    return open_session(config, store, title="in-process", chat=chat, summarizer=ExtractiveSummarizer())
+
+
+def test_always_is_stored_per_workspace_and_lets_the_next_call_run(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server = scripted([
+        calls(call("run_shell", "a1", command="touch one")),
+        calls(call("run_shell", "a2", command="touch two")),
+        calls(call("run_shell", "a3", command="mkdir three")),
+        answer("made them"),
+    ])
+    asked: list[tuple] = []
+
+    def ask(request, preview, reason):
+        asked.append((request.command, reason))
+        return Answer.ALWAYS if request.command == "touch one" else Answer.DENY
+
+    with Store(hermes_home / "state.db") as store:
+        session = in_process_session(store, server.base_url)
+        session.add_user_message("make files")
+        recorder = Recorder()
+        tools = Tools(registry=builtin_registry(), workspace=Workspace(workspace),
+                      mode=Mode.ASK, rules=StoredRules(store))
+        result = AgentTurn(session, tools, ask=ask, listener=recorder).run()
+        session.close()
+    assert result.outcome == COMPLETED and result.text == "made them"
+    assert [command for command, _ in asked] == ["touch one", "mkdir three"]  # "touch two" ran unasked
+    assert (workspace / "one").exists() and (workspace / "two").exists() and not (workspace / "three").exists()
+    assert recorder.events == [
+        ("started", "a1", "run_shell"), ("finished", "a1", "ok"),
+        ("started", "a2", "run_shell"), ("finished", "a2", "ok"),
+        ("started", "a3", "run_shell"), ("finished", "a3", "denied"),
+    ]
+    with Store(hermes_home / "state.db") as store:  # kept in our database, not in the workspace
+        assert StoredRules(store).rules(str(workspace.resolve())) == [Rule("run_shell", Action.ALLOW, "touch")]
+        assert StoredRules(store).rules(str(tmp_path)) == []
+    assert sorted(p.name for p in workspace.iterdir()) == ["one", "two"]
+
+
+def test_stop_while_the_model_streams_keeps_the_transcript_valid(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server = scripted([calls(call("list_dir", "l1", path=".")), answer("never sent")])
+    cancel = threading.Event()
+
+    class StopAfterFirstResult(Recorder):
+        def call_finished(self, call_id, name, arguments, result, message) -> None:
+            super().call_finished(call_id, name, arguments, result, message)
+            cancel.set()
+
+    with Store(hermes_home / "state.db") as store:
+        session = in_process_session(store, server.base_url)
+        session.add_user_message("look around")
+        tools = Tools(registry=builtin_registry(), workspace=Workspace(workspace))
+        result = AgentTurn(session, tools, listener=StopAfterFirstResult()).run(cancel)
+        session.close()
+    assert result.outcome == STOPPED
+    assert len(server.requests()) == 1  # the stop came before the next model call
+    _, rows = only_session(hermes_home)
+    assert [status(r) for r in assert_every_call_answered_once(rows).values()] == ["ok"]
+
+
+def test_run_resume_of_a_session_open_elsewhere_is_one_line_and_writes_nothing(hermes_home, tmp_path):
+    config = write_config(tmp_path / "config.yaml", "http://127.0.0.1:9/v1")
+    with Store(hermes_home / "state.db") as store:  # this live process holds the session's lease
+        info = store.create_session("held")
+        proc = run_cli(hermes_home, config, "hi", "--resume", info.id)
+        assert proc.returncode == 2, explain(proc)
+        assert proc.stderr.count("\n") == 1 and info.id in proc.stderr, proc.stderr
+        assert store.load_active(info.id) == []
