@@ -93,6 +93,7 @@ class HermesSessionInfo:
     parent_session_id: str | None
     message_count: int | None
     active_rows: int | None = None  # what a resume in Hermes sends (listings only): the session's size
+    continues: str | None = None     # the compressed session this one carries on (listings only)
 
 
 def list_sessions(db_path: Path) -> list[HermesSessionInfo]:
@@ -203,7 +204,14 @@ def _list_sessions(conn: sqlite3.Connection) -> list[HermesSessionInfo]:
     live = " AND m.active = 1" if "active" in message_columns else ""
     size = f"(SELECT count(*) FROM messages m WHERE m.session_id = sessions.id{live})"
     rows = conn.execute(f"SELECT {_select(SESSION_COLUMNS, present)}, {size} FROM sessions ORDER BY {order}")
-    return [replace(_session_info(row[:-1]), active_rows=row[-1]) for row in rows]
+    sessions = [replace(_session_info(row[:-1]), active_rows=row[-1]) for row in rows.fetchall()]
+    continued = {}
+    for parent in sessions:
+        if parent.end_reason == "compression":
+            child = _continuation(conn, present, parent.id)
+            if child is not None:
+                continued[child.id] = parent.id
+    return [replace(s, continues=continued.get(s.id)) for s in sessions]
 
 
 def _session_info(row: tuple) -> HermesSessionInfo:

@@ -347,3 +347,4 @@ def test_the_listing_gives_each_session_its_live_row_count(tmp_path):
     sizes = {s.id: s.active_rows for s in list_sessions(home / "state.db")}
     # s1: system, U1, the micro row, U2, A2, T2, A2b (the rewound pair is not live)
     assert sizes == {"s1": 7, "s2": 3, "s1-branch": 2}
+    assert {s.id: s.continues for s in list_sessions(home / "state.db")} == {"s1": None, "s2": "s1", "s1-branch": None}
