@@ -40,6 +40,7 @@ from hermes_tui.transcript import (
     parse_transcript,
     read_text,
 )
+from hermes_tui.untrusted import InputError, load_json
 
 META_KEY = "hermes"
 
@@ -144,14 +145,14 @@ def is_session_text(text: str) -> bool:
     if not stripped.startswith("{"):
         return False
     try:
-        whole = json.loads(stripped)
-    except json.JSONDecodeError:
+        whole = load_json(stripped)
+    except InputError:
         whole = None
     if isinstance(whole, dict):
         return "role" not in whole  # a one-message JSON Lines file is a message list
     try:
-        first = json.loads(stripped.splitlines()[0])
-    except json.JSONDecodeError:
+        first = load_json(stripped.splitlines()[0])
+    except InputError:
         return False  # left to the transcript parser, which names the line
     return isinstance(first, dict) and "messages" in first and "role" not in first
 
@@ -268,8 +269,10 @@ def _session_objects(text: str, source: str) -> list[dict[str, Any]]:
     if not stripped:
         raise TranscriptError(f"{source}: the file is empty")
     try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError:
+        data = load_json(stripped)
+    except InputError as exc:
+        if exc.line is None:  # it parsed but is past a bound (depth, size): no JSON Lines either
+            raise TranscriptError(f"{source}: {exc}") from None
         data = None
     if isinstance(data, dict):
         return [data]
@@ -280,9 +283,9 @@ def _session_objects(text: str, source: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.msg})") from None
+            item = load_json(line, first_line=lineno)
+        except InputError as exc:
+            raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.kind}: {exc.detail})") from None
         if not isinstance(item, dict):
             raise TranscriptError(f"{source}: line {lineno}: expected a Hermes session object")
         sessions.append(item)

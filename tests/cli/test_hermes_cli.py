@@ -238,3 +238,15 @@ def test_a_snapshot_and_a_hermes_format_transcript_with_both_marker_kinds_replay
         carried = [m for m in old if m.id in superseded]
         assert carried, name
         assert read_marker(carried[-1]).summary in read_marker(newest[-1]).summary, name
+
+
+@pytest.mark.parametrize("text", [
+    '{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}",         # a snapshot nested past any parser's depth
+    '{"id": "s1", "messages": []}\n' + '{"a": ' * 100_000 + "1" + "}" * 100_000,  # an export's second line
+])
+def test_a_session_file_nested_too_deep_is_refused_in_one_line(hermes_home, tmp_path, text):
+    bad = tmp_path / "deep.json"
+    bad.write_text(text)
+    proc = run_cli(hermes_home, "open", str(bad))
+    assert proc.returncode == 2, explain(proc)
+    assert proc.stderr.startswith(f"hermes-tui: {bad}") and len(proc.stderr.strip().splitlines()) == 1, explain(proc)
