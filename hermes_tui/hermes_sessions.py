@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 from hermes_tui.compaction import hermes_markers
@@ -36,7 +37,10 @@ from hermes_tui.transcript import (
     TranscriptError,
     check_tool_pairing,
     make_marker,
+    parse_transcript,
+    read_text,
 )
+from hermes_tui.untrusted import InputError, load_json
 
 META_KEY = "hermes"
 
@@ -120,6 +124,73 @@ def parse_session_file(text: str, *, source: str, session_id: str | None = None)
     return HermesSession(sid, title, messages, archived, markers=markers)
 
 
+def read_transcript_file(path: Path | str) -> HermesSession:
+    """Any conversation file we open: an OpenAI message list (a JSON array, or JSON Lines of
+    messages), a Hermes JSON snapshot, or a ``hermes sessions export`` file.
+
+    A plain message list comes back as a session with no id, title or history.
+    """
+    text = read_text(path)
+    if is_session_text(text):
+        return parse_session_file(text, source=str(path))
+    return HermesSession("", None, parse_transcript(text, source=str(path)))
+
+
+def is_session_text(text: str) -> bool:
+    """Is this a Hermes session file (an object, or JSON Lines of objects with ``messages``)?
+
+    A message list is an array, or JSON Lines whose objects are messages (they have a role).
+    """
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return False
+    try:
+        whole = load_json(stripped)
+    except InputError:
+        whole = None
+    if isinstance(whole, dict):
+        return "role" not in whole  # a one-message JSON Lines file is a message list
+    try:
+        first = load_json(stripped.splitlines()[0])
+    except InputError:
+        return False  # left to the transcript parser, which names the line
+    return isinstance(first, dict) and "messages" in first and "role" not in first
+
+
+def to_hermes_snapshot(
+    messages: Iterable[Message], *, session_id: str, title: str | None = None, model: str | None = None,
+) -> dict[str, Any]:
+    """A session as a Hermes JSON snapshot (``sessions/session_<id>.json``).
+
+    Our markers go out as Hermes writes its own summaries: the preamble, the summary and
+    the end line, flagged ``_compressed_summary`` (and ``_micro_compact_marker`` saying
+    which kind), so Hermes treats them as summaries and we read them back as markers.
+    Messages flagged ``meta.archived`` (``export --all``) go out as compacted rows.
+    """
+    rows = []
+    for msg in messages:
+        marker = read_marker(msg) if msg.is_marker else None
+        if marker is not None:
+            row: dict[str, Any] = {
+                "role": "assistant",
+                "content": hermes_markers.render_summary(marker.summary, micro=marker.kind == MICRO),
+                hermes_markers.SUMMARY_FLAG: True,
+                hermes_markers.MICRO_FLAG: marker.kind == MICRO,
+            }
+        else:
+            row = msg.to_openai()
+        if msg.meta.get("archived"):
+            row.update(active=0, compacted=1)
+        rows.append(row)
+    snapshot: dict[str, Any] = {"session_id": session_id}
+    if title:
+        snapshot["title"] = title
+    if model:
+        snapshot["model"] = model
+    snapshot["messages"] = rows
+    return snapshot
+
+
 # --- one message ---------------------------------------------------------------------
 
 
@@ -147,7 +218,11 @@ def _summary_messages(row: dict[str, Any], where: str) -> list[Message] | None:
     parsed = hermes_markers.parse_summary(row.get("content"), flagged=_flag(row, hermes_markers.SUMMARY_FLAG, False))
     if parsed is None:
         return None
-    kind = MICRO if role == "assistant" or _flag(row, hermes_markers.MICRO_FLAG, False) else BATCH
+    if isinstance(row.get(hermes_markers.MICRO_FLAG), bool):
+        # Said outright (our exports say it for both kinds, so a batch summary stays one).
+        kind = MICRO if row[hermes_markers.MICRO_FLAG] else BATCH
+    else:
+        kind = MICRO if role == "assistant" else BATCH
     kept = {**hermes_meta(row), "role": role}
     candidate = make_marker(kind, parsed.summary, covers=[], extra={META_KEY: kept})
     checked = read_marker(candidate)
@@ -194,8 +269,10 @@ def _session_objects(text: str, source: str) -> list[dict[str, Any]]:
     if not stripped:
         raise TranscriptError(f"{source}: the file is empty")
     try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError:
+        data = load_json(stripped)
+    except InputError as exc:
+        if exc.line is None:  # it parsed but is past a bound (depth, size): no JSON Lines either
+            raise TranscriptError(f"{source}: {exc}") from None
         data = None
     if isinstance(data, dict):
         return [data]
@@ -206,9 +283,9 @@ def _session_objects(text: str, source: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.msg})") from None
+            item = load_json(line, first_line=lineno)
+        except InputError as exc:
+            raise TranscriptError(f"{source}: line {lineno}: not valid JSON ({exc.kind}: {exc.detail})") from None
         if not isinstance(item, dict):
             raise TranscriptError(f"{source}: line {lineno}: expected a Hermes session object")
         sessions.append(item)

@@ -205,15 +205,19 @@ def _content_fields(content: Any, where: str) -> tuple[str, list[Any] | None]:
 
 def read_transcript(path: Path | str) -> list[Message]:
     """Read and parse a transcript file: every problem is a TranscriptError naming it."""
+    return parse_transcript(read_text(path), source=str(path))
+
+
+def read_text(path: Path | str) -> str:
+    """A transcript file's text; a missing, unreadable or non-UTF-8 file is a TranscriptError naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TranscriptError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"{path}: not UTF-8 text (bad byte at offset {exc.start})") from None
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return parse_transcript(text, source=str(path))
 
 
 def parse_transcript(text: str, *, source: str = "transcript") -> list[Message]:

@@ -27,6 +27,8 @@ from hermes_tui.store import Store, StoreError
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.hermes_sessions import read_transcript_file
+from hermes_tui.store.hermes import HermesImportError
 from hermes_tui.transcript import TranscriptError, dump_transcript, read_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 
@@ -42,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (UserError, ConfigError, ProviderError, TranscriptError, StoreError, LogFileError) as exc:
+    except (UserError, ConfigError, ProviderError, TranscriptError, StoreError, LogFileError, HermesImportError) as exc:
         print(f"hermes-tui: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -69,14 +71,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     open_ = sub.add_parser("open", help="import a transcript as a new session and open it in the app")
-    open_.add_argument("transcript", type=Path, help="JSON array (or JSONL) of OpenAI chat messages")
+    open_.add_argument(
+        "transcript", type=Path,
+        help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
+    )
     open_.set_defaults(run=run_app)
 
     demo = sub.add_parser("demo", help="replay a bundled agent session and watch it compact")
     demo.set_defaults(run=run_demo)
 
     compact = sub.add_parser("compact", help="replay a transcript through compaction, turn by turn")
-    compact.add_argument("transcript", type=Path, help="JSON array (or JSONL) of OpenAI chat messages")
+    compact.add_argument(
+        "transcript", type=Path,
+        help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
+    )
     compact.add_argument("--out", type=Path, help="write the compacted transcript here (default: stdout)")
     compact.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"])
     compact.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
@@ -118,11 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
     show = ssub.add_parser("show", help="a session's active transcript, readable")
     show.add_argument("id", help="session id (a unique prefix is enough)")
     show.set_defaults(run=run_sessions_show)
-    export = ssub.add_parser("export", help="a session as OpenAI JSON or Markdown, to stdout")
+    export = ssub.add_parser("export", help="a session as OpenAI JSON, Markdown or a Hermes Agent snapshot, to stdout")
     export.add_argument("id")
-    export.add_argument("--format", choices=["json", "md"], default="json")
+    export.add_argument(
+        "--format", choices=["json", "md", "hermes"], default="json",
+        help="hermes: a Hermes Agent JSON session snapshot whose summaries Hermes recognises",
+    )
     export.add_argument("--all", action="store_true", help="include the archived originals, in order")
     export.set_defaults(run=run_sessions_export)
+    importing = ssub.add_parser(
+        "import", help="copy Hermes Agent sessions in as new sessions (read-only on its files)",
+        description="Without SESSION or --all, lists the Hermes sessions there are and imports none.",
+    )
+    importing.add_argument("--from", dest="source", choices=["hermes"], required=True, help="the program to import from")
+    importing.add_argument("--home", type=Path, metavar="DIR", help="Hermes Agent's home (default: HERMES_HOME, else ~/.hermes)")
+    importing.add_argument("--all", action="store_true", help="import every conversation (a compression chain once)")
+    importing.add_argument("session", nargs="*", metavar="SESSION", help="Hermes session ids to import")
+    importing.set_defaults(run=run_sessions_import)
     search = ssub.add_parser("search", help="full-text search over every session, archived messages included")
     search.add_argument("query")
     search.add_argument("--limit", type=int, default=20)
@@ -186,7 +206,7 @@ def run_compact(args: argparse.Namespace) -> int:
     })
     if args.context_limit is not None and args.context_limit < 256:
         raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")
-    messages = read_transcript(args.transcript)
+    messages = read_transcript_file(args.transcript).messages
     setup_logging()
     counter = make_counter(config)
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
@@ -299,7 +319,7 @@ def run_app(args: argparse.Namespace) -> int:
     config = _config(args)
     transcript = getattr(args, "transcript", None)
     if transcript is not None:
-        read_transcript(transcript)  # a bad file: one line and exit 2, before the app starts
+        read_transcript_file(transcript)  # a bad file: one line and exit 2, before the app starts
     setup_logging()
     store = Store(paths.state_db_path())
     try:
@@ -431,7 +451,40 @@ def run_sessions_export(args: argparse.Namespace) -> int:
     with _store() as store:
         info = store.get_session(args.id)
         messages = session_messages(store, info.id, include_archived=args.all)
-    print(to_json(messages) if args.format == "json" else to_markdown(info, messages))
+    if args.format == "hermes":
+        import json
+
+        from hermes_tui.hermes_sessions import to_hermes_snapshot
+
+        snapshot = to_hermes_snapshot(messages, session_id=info.id, title=info.title, model=info.model)
+        print(json.dumps(snapshot, ensure_ascii=False, indent=1))
+    else:
+        print(to_json(messages) if args.format == "json" else to_markdown(info, messages))
+    return 0
+
+
+def run_sessions_import(args: argparse.Namespace) -> int:
+    """List Hermes' conversations, or import the named ones (or all): everything is read first,
+    so a bad session id imports nothing."""
+    from hermes_tui.session.hermes_import import conversations, hermes_db, listing_line, read_all, store_session
+
+    db = hermes_db(args.home)
+    if args.all and args.session:
+        raise UserError("sessions import: name sessions or give --all, not both")
+    if not args.all and not args.session:
+        listed = conversations(db)
+        if not listed:
+            print(f"no Hermes sessions in {db}")
+        for s in listed:
+            print(listing_line(s))
+        print("import one with: hermes-tui sessions import --from hermes SESSION (or --all)", file=sys.stderr)
+        return 0
+    ids = [s.id for s in conversations(db)] if args.all else args.session
+    sessions = read_all(db, ids)
+    config = _config(args)
+    with _store() as store:
+        for session in sessions:
+            print(store_session(store, session, config).line())
     return 0
 
 

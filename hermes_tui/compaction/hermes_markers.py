@@ -38,6 +38,15 @@ END_LINE = "--- END OF CONTEXT SUMMARY — respond to the message below, not the
 END_LINE_START = "--- END OF CONTEXT SUMMARY"
 MERGED_PRIOR_HEADER = "[PRIOR CONTEXT — for reference only; not a new message]"
 MERGED_DELIMITER = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
+# The preamble Hermes writes today (``SUMMARY_PREFIX``): what an exported marker opens with.
+PREAMBLE = (
+    "[CONTEXT COMPACTION — REFERENCE ONLY] Earlier turns were compacted into the summary below. "
+    "This is a handoff from a previous context window — treat it as background reference, NOT as "
+    "active instructions. Do NOT answer questions or fulfill requests mentioned in this summary; "
+    "they were already addressed. Respond ONLY to the latest user message that appears AFTER this "
+    "summary. The current session state (files, config, etc.) may reflect work described here — "
+    "avoid repeating it:"
+)
 # Cheap first look: every message is asked whether it is a marker, most are not.
 _OPENING = re.compile(r"\s*(?:\[CONTEXT COMPACTION|\[CONTEXT SUMMARY\]:)")
 
@@ -86,6 +95,13 @@ def parse_summary(content: object, *, flagged: bool = False) -> HermesSummary | 
     if not stripped:
         return None
     return HermesSummary(stripped, before=before, after="\n".join(after_lines).strip())
+
+
+def render_summary(summary: str, *, micro: bool) -> str:
+    """A summary as Hermes writes it: the micro shape (``_render_micro_marker_content``), or a
+    standalone batch summary (preamble, summary, end line)."""
+    body = f"{HISTORICAL_TASK_HEADING}\n{summary}" if micro else summary
+    return f"{PREAMBLE}\n\n{body}\n\n{END_LINE}"
 
 
 def is_summary(content: object, *, flagged: bool = False) -> bool:

@@ -13,7 +13,7 @@ from hermes_tui.config import Config, ConfigError, ConfigProblem
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
-from hermes_tui.transcript import read_transcript
+from hermes_tui.hermes_sessions import read_transcript_file
 
 if TYPE_CHECKING:
     from hermes_tui.chat.client import ChatClient
@@ -136,12 +136,14 @@ def open_session(
 
 
 def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
-    """Store a transcript file as a new session (its title: the file name), all or nothing.
-    Raises TranscriptError for a bad file, StoreError for the database."""
-    messages = read_transcript(path)
+    """Store a transcript file (a message list, or a Hermes session file) as a new session, all
+    or nothing; its title: the session's own, else the file name. Raises TranscriptError for a
+    bad file, StoreError for the database."""
+    loaded = read_transcript_file(path)
     info = store.create_session(
-        Path(path).stem, model=config.model.model or None, aux_model=config.auxiliary.compression.model or None,
-        messages=messages,
+        loaded.title or Path(path).stem, model=config.model.model or None,
+        aux_model=config.auxiliary.compression.model or None,
+        messages=loaded.messages, archived=loaded.archived,
     )
     store.release_lease(info.id)  # the opener takes it again
     return info

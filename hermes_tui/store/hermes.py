@@ -48,7 +48,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 from urllib.parse import quote
@@ -92,6 +92,8 @@ class HermesSessionInfo:
     end_reason: str | None
     parent_session_id: str | None
     message_count: int | None
+    active_rows: int | None = None  # what a resume in Hermes sends (listings only): the session's size
+    continues: str | None = None     # the compressed session this one carries on (listings only)
 
 
 def list_sessions(db_path: Path) -> list[HermesSessionInfo]:
@@ -197,10 +199,19 @@ def _select(columns: tuple[str, ...], present: set[str]) -> str:
 
 
 def _list_sessions(conn: sqlite3.Connection) -> list[HermesSessionInfo]:
-    present, _ = _require_schema(conn)
+    present, message_columns = _require_schema(conn)
     order = "started_at DESC, id DESC" if "started_at" in present else "id DESC"
-    rows = conn.execute(f"SELECT {_select(SESSION_COLUMNS, present)} FROM sessions ORDER BY {order}")
-    return [_session_info(row) for row in rows]
+    live = " AND m.active = 1" if "active" in message_columns else ""
+    size = f"(SELECT count(*) FROM messages m WHERE m.session_id = sessions.id{live})"
+    rows = conn.execute(f"SELECT {_select(SESSION_COLUMNS, present)}, {size} FROM sessions ORDER BY {order}")
+    sessions = [replace(_session_info(row[:-1]), active_rows=row[-1]) for row in rows.fetchall()]
+    continued = {}
+    for parent in sessions:
+        if parent.end_reason == "compression":
+            child = _continuation(conn, present, parent.id)
+            if child is not None:
+                continued[child.id] = parent.id
+    return [replace(s, continues=continued.get(s.id)) for s in sessions]
 
 
 def _session_info(row: tuple) -> HermesSessionInfo:
@@ -221,6 +232,9 @@ def _chain(conn: sqlite3.Connection, present: set[str], start: HermesSessionInfo
         parent = _session(conn, present, root.parent_session_id)
         if parent is None or parent.end_reason != "compression" or parent.id in seen:
             break
+        continuation = _continuation(conn, present, parent.id)
+        if continuation is None or continuation.id != root.id:
+            break  # a branch (or delegate, reset) off a compressed session is a conversation of its own
         seen.add(parent.id)
         root = parent
     chain = [root]

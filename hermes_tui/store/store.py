@@ -86,27 +86,33 @@ class Store:
     def create_session(
         self, title: str, *, model: str | None = None, aux_model: str | None = None,
         settings: dict[str, Any] | None = None, messages: Iterable[Message] = (),
+        archived: Iterable[Message] = (),
     ) -> SessionInfo:
         """A new session, its lease held by this store (release it with ``release_lease``).
         ``messages`` (an import) go in with it, in the same transaction, so a failed import
-        leaves no session behind."""
+        leaves no session behind. ``archived`` is an import's own history (what another
+        program compacted away): stored as archived rows ahead of the active ones, found by
+        search and ``export --all``, never loaded by a resume."""
         now = time.time()
         session_id = uuid.uuid4().hex[:12]
         token = lease.new_token()
         new = [m for m in messages if not m.stored]
+        history = [m for m in archived if not m.stored]
         with self._transaction():
             self.conn.execute(
                 "INSERT INTO sessions (id, title, model, aux_model, created, updated, settings) VALUES (?,?,?,?,?,?,?)",
                 (session_id, title, model, aux_model, now, now, json.dumps(settings or {})),
             )
             lease.write(self.conn, session_id, token)
-            self._next_position[session_id] = 0
+            for position, msg in enumerate(history):
+                self._insert(session_id, msg, position, ARCHIVED)
+            self._next_position[session_id] = len(history)
             self._append(session_id, new)
         self._leases[session_id] = _Held(token)
-        for msg in new:
+        for msg in (*history, *new):
             msg.stored = True
         return SessionInfo(
-            session_id, title, now, now, model, aux_model, sum(not m.is_marker for m in new), len(new)
+            session_id, title, now, now, model, aux_model, sum(not m.is_marker for m in (*history, *new)), len(new)
         )
 
     def list_sessions(self) -> list[SessionInfo]:

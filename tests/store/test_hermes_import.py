@@ -1,16 +1,10 @@
 """Hermes Agent sessions come in read-only, with its summaries as our markers.
 
-The databases here are built from Hermes' documented schema (``hermes_state_common.py``
-SCHEMA_SQL: the ``sessions`` and ``messages`` tables) and filled the way Hermes fills
-them: appends, in-place compaction (``archive_and_compact``: live rows to ``active=0,
-compacted=1``, the compacted set inserted anew), rewind (``active=0, compacted=0``),
-and batch compression that ends a session with ``end_reason='compression'`` and goes
-on in a child session. Expected transcripts are written out by hand from that story.
+The Hermes homes are built by ``support.hermes_home`` the way Hermes fills them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import stat
@@ -22,190 +16,16 @@ from pathlib import Path
 import pytest
 
 from helpers import ScriptedSummarizer, make_compactor
+from support.hermes_home import (
+    A1, A1b, A2, A2b, BATCH_ROW, BRANCH_USER, END, MICRO_ROW, MICRO_SUMMARY, OOPS, OOPS_REPLY, PREAMBLE, SECRET, SYSTEM, T1, T2,
+    U1, U2, U3, batch_text, build_hermes_home, expected_active, fingerprint, micro_text, shape,
+)
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import CONTENT, is_marker, read_marker
 from hermes_tui.compaction.state import recover_state
 from hermes_tui.hermes_sessions import convert_messages, parse_session_file
 from hermes_tui.store.hermes import HermesImportError, list_sessions, read_session
 from hermes_tui.transcript import BATCH, MICRO, Message, TranscriptError, parse_transcript
-
-SECRET = "sk-proj-Q3f9XbZt7LmN2pVw8KcR4hJy6DsA1eGu5TiO0qWx"
-
-# Hermes' preamble line (agent/context_compressor.py SUMMARY_PREFIX, shortened in the middle):
-# it addresses the model, which is why it is scaffolding and never part of a summary.
-PREAMBLE = (
-    "[CONTEXT COMPACTION — REFERENCE ONLY] Earlier turns were compacted into the summary below. "
-    "This is a handoff from a previous context window — treat it as background reference, NOT as "
-    "active instructions. Do NOT answer questions or fulfill requests mentioned in this summary; "
-    "they were already addressed. The current session state (files, config, etc.) may reflect work "
-    "described here — avoid repeating it:"
-)
-END = "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
-
-
-def micro_text(summary: str) -> str:
-    """How Hermes' micro-compaction renders its marker (_render_micro_marker_content)."""
-    return f"{PREAMBLE}\n\n## Historical Task Snapshot\n{summary}\n\n{END}"
-
-
-def batch_text(summary: str) -> str:
-    """How Hermes' batch compaction renders a standalone summary."""
-    return f"{PREAMBLE}\n\n{summary}\n\n{END}"
-
-
-SCHEMA = """
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY, source TEXT NOT NULL, user_id TEXT, model TEXT, model_config TEXT,
-    system_prompt TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL,
-    end_reason TEXT, message_count INTEGER DEFAULT 0, tool_call_count INTEGER DEFAULT 0,
-    title TEXT, archived INTEGER NOT NULL DEFAULT 0,
-    FOREIGN KEY (parent_session_id) REFERENCES sessions(id)
-);
-CREATE TABLE messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    role TEXT NOT NULL, content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT,
-    effect_disposition TEXT, timestamp REAL NOT NULL, token_count INTEGER, finish_reason TEXT,
-    reasoning TEXT, reasoning_content TEXT, reasoning_details TEXT,
-    codex_reasoning_items TEXT, codex_message_items TEXT, platform_message_id TEXT,
-    observed INTEGER DEFAULT 0, _compressed_summary INTEGER NOT NULL DEFAULT 0,
-    active INTEGER NOT NULL DEFAULT 1, compacted INTEGER NOT NULL DEFAULT 0,
-    api_content TEXT, display_kind TEXT, display_metadata TEXT, display_identity BLOB,
-    display_order INTEGER
-);
-CREATE INDEX idx_messages_session ON messages(session_id, timestamp);
-"""
-
-MESSAGE_KEYS = (
-    "role", "content", "tool_call_id", "tool_calls", "tool_name", "reasoning", "finish_reason",
-    "_compressed_summary", "display_kind", "display_metadata",
-)
-
-
-class HermesWriter:
-    """Writes a state.db the way Hermes' SessionDB does (just the parts the import reads)."""
-
-    def __init__(self, path: Path, journal_mode: str):
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute(f"PRAGMA journal_mode = {journal_mode}")
-        self.conn.execute("PRAGMA wal_autocheckpoint = 0")  # keep what Hermes wrote in the -wal
-        self.conn.executescript(SCHEMA)
-        self.clock = 1_780_000_000.0
-        self.stamps: dict[int, float] = {}  # a message copied into a new generation keeps its timestamp
-
-    def session(self, sid: str, *, parent: str | None = None, title: str | None = None, model_config=None):
-        self.clock += 1
-        self.conn.execute(
-            "INSERT INTO sessions (id, source, model, model_config, parent_session_id, started_at, title) "
-            "VALUES (?, 'cli', 'hermes-4-70b', ?, ?, ?, ?)",
-            (sid, json.dumps(model_config) if model_config else None, parent, self.clock, title),
-        )
-
-    def end(self, sid: str, reason: str):
-        self.clock += 1
-        self.conn.execute("UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ?", (self.clock, reason, sid))
-
-    def append(self, sid: str, *messages: dict) -> list[int]:
-        ids = []
-        for msg in messages:
-            self.clock += 1
-            row = {k: msg.get(k) for k in MESSAGE_KEYS}
-            content = row["content"]
-            if isinstance(content, list):  # Hermes' _encode_content
-                row["content"] = "\x01json:" + json.dumps(content)
-            if row["tool_calls"] is not None:
-                row["tool_calls"] = json.dumps(row["tool_calls"])
-            if row["display_metadata"] is not None:
-                row["display_metadata"] = json.dumps(row["display_metadata"])
-            row["_compressed_summary"] = 1 if row["_compressed_summary"] else 0
-            cur = self.conn.execute(
-                f"INSERT INTO messages (session_id, timestamp, {', '.join(MESSAGE_KEYS)}) "
-                f"VALUES (?, ?, {', '.join('?' for _ in MESSAGE_KEYS)})",
-                (sid, self.stamps.setdefault(id(msg), msg.get("timestamp", self.clock)), *row.values()),
-            )
-            ids.append(cur.lastrowid)
-        return ids
-
-    def archive_and_compact(self, sid: str, compacted: list[dict]):
-        """In-place compaction: every live row archived as compacted, the new set inserted live."""
-        self.conn.execute("BEGIN")
-        self.conn.execute("UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ? AND active = 1", (sid,))
-        self.append(sid, *compacted)
-        self.conn.execute("COMMIT")
-
-    def rewind(self, ids: list[int]):
-        self.conn.executemany("UPDATE messages SET active = 0, compacted = 0 WHERE id = ?", [(i,) for i in ids])
-
-
-def call(call_id: str, command: str) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": "terminal", "arguments": json.dumps({"command": command})}}
-
-
-SYSTEM = {"role": "system", "content": "You are Hermes, a coding agent."}
-U1 = {"role": "user", "content": "Fix the pagination bug in app/views.py"}
-A1 = {"role": "assistant", "content": "", "tool_calls": [call("c1", "cat app/views.py")], "reasoning": "Look first."}
-T1 = {"role": "tool", "tool_call_id": "c1", "tool_name": "terminal", "content": "class ListView: ..." * 20}
-A1b = {"role": "assistant", "content": "The bug is in ListView.get_queryset.", "finish_reason": "stop"}
-MICRO_SUMMARY = f"- Read app/views.py; the bug is in ListView.get_queryset.\n- Token used: {SECRET}"
-MICRO_ROW = {"role": "assistant", "content": micro_text(MICRO_SUMMARY), "_compressed_summary": True,
-             "display_kind": "hidden"}
-U2 = {"role": "user", "content": "Now add a regression test"}
-A2 = {"role": "assistant", "content": "", "tool_calls": [call("c2", "pytest -q")]}
-T2 = {"role": "tool", "tool_call_id": "c2", "tool_name": "terminal",
-      "content": [{"type": "text", "text": "3 passed"}]}
-A2b = {"role": "assistant", "content": "Added tests/test_views.py; all pass.", "reasoning": "Done with tests.",
-       "display_metadata": {"task_count": 1}}
-OOPS = {"role": "user", "content": "Also delete the migrations folder"}
-OOPS_REPLY = {"role": "assistant", "content": "Deleting migrations/ now."}
-BATCH_SUMMARY = "## Historical Task Snapshot\nFixed pagination in app/views.py and added a regression test."
-U3 = "Please also update the changelog."
-BATCH_ROW = {"role": "user", "content": f"{batch_text(BATCH_SUMMARY)}\n\n{U3}", "_compressed_summary": True}
-A3 = {"role": "assistant", "content": "Updated CHANGELOG.md.", "reasoning": "Short change."}
-BRANCH_USER = {"role": "user", "content": "A different idea, on a branch"}
-
-
-def build_hermes_home(home: Path, journal_mode: str) -> HermesWriter:
-    """Session s1 (micro pass, rewind) compressed into s2 (user-role summary, then work); a branch of s1."""
-    home.mkdir()
-    (home / "config.yaml").write_text("model:\n  default: hermes-4-70b\ncompression:\n  micro_compact: true\n")
-    w = HermesWriter(home / "state.db", journal_mode)
-    w.session("s1", title="Pagination fix")
-    w.append("s1", SYSTEM, U1, A1, T1, A1b)
-    # micro pass: the c1 exchange folded into an assistant-role marker
-    w.archive_and_compact("s1", [SYSTEM, U1, MICRO_ROW])
-    w.append("s1", U2, A2, T2, A2b)
-    oops = w.append("s1", OOPS, OOPS_REPLY)
-    w.rewind(oops)  # the user took it back
-    # batch compression: s1 ends, s2 continues with a user-role summary carrying the next request
-    w.end("s1", "compression")
-    w.session("s2", parent="s1", title=None)
-    w.append("s2", SYSTEM, BATCH_ROW, A3)
-    w.session("s1-branch", parent="s1", model_config={"_branched_from": "s1"})
-    w.append("s1-branch", SYSTEM, BRANCH_USER)
-    return w
-
-
-def expected_active() -> list[tuple]:
-    """The active transcript of the chain's tip, as (role, content-or-marker) pairs."""
-    return [
-        ("system", SYSTEM["content"]),
-        ("marker", BATCH, "Fixed pagination in app/views.py and added a regression test."),
-        ("user", U3),
-        ("assistant", A3["content"]),
-    ]
-
-
-def shape(messages: list[Message]) -> list[tuple]:
-    out = []
-    for m in messages:
-        read = read_marker(m)
-        out.append(("marker", read.kind, read.summary) if read else (m.role, m.content))
-    return out
-
-
-def fingerprint(home: Path) -> dict[str, str]:
-    """sha256 of every file in the Hermes home (the db, its -wal/-shm, config.yaml)."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(home.iterdir()) if p.is_file()}
 
 
 # --- the database ---------------------------------------------------------------------------
@@ -218,7 +38,7 @@ HERMES_PROCESS = """
 import sys
 from pathlib import Path
 sys.path[:0] = [sys.argv[1], str(Path(sys.argv[1]).parent)]  # the test module and tests/
-import test_hermes_import as t
+import test_hermes_import as t  # builds through support.hermes_home
 mode = sys.argv[3]
 writer = t.build_hermes_home(Path(sys.argv[2]), "wal" if mode == "wal" else "delete")
 if mode == "pending":
@@ -510,3 +330,21 @@ def test_bad_session_files_are_refused_in_one_line(text, problem):
 ])
 def test_parse_summary_recovers_the_text_between_hermes_scaffolding(content, flagged, expected):
     assert hermes_markers.parse_summary(content, flagged=flagged) == expected
+
+
+def test_a_branch_off_a_compressed_session_imports_as_its_own_conversation(tmp_path):
+    home = tmp_path / ".hermes"
+    build_hermes_home(home, "delete").conn.close()
+    branch = read_session(home / "state.db", "s1-branch")
+    assert branch.chain == ("s1-branch",)
+    assert [(m.role, m.content) for m in branch.messages] == [
+        ("system", SYSTEM["content"]), ("user", BRANCH_USER["content"])]
+
+
+def test_the_listing_gives_each_session_its_live_row_count(tmp_path):
+    home = tmp_path / ".hermes"
+    build_hermes_home(home, "delete").conn.close()
+    sizes = {s.id: s.active_rows for s in list_sessions(home / "state.db")}
+    # s1: system, U1, the micro row, U2, A2, T2, A2b (the rewound pair is not live)
+    assert sizes == {"s1": 7, "s2": 3, "s1-branch": 2}
+    assert {s.id: s.continues for s in list_sessions(home / "state.db")} == {"s1": None, "s2": "s1", "s1-branch": None}

@@ -1145,3 +1145,23 @@ def test_a_read_only_database_file_fails_writes_clearly(db_path):
         store.flush(sid, [user("x")])
     assert "\n" not in str(caught.value) and str(db_path) in str(caught.value)
     store.close()
+
+
+def test_an_import_stores_its_history_archived_ahead_of_the_active_rows_in_one_transaction(tmp_path):
+    history = [Message(role="user", content="the first try"), Message(role="assistant", content="an old answer")]
+    active = [Message(role="system", content="You are a coding agent."), Message(role="user", content="go on")]
+    with Store(tmp_path / "state.db") as store:
+        info = store.create_session("imported", messages=active, archived=history)
+        assert info.message_count == 4 and info.active_count == 2
+        assert [(m.content, state) for m, state in store.load_all(info.id)] == [
+            ("the first try", "archived"), ("an old answer", "archived"),
+            ("You are a coding agent.", "active"), ("go on", "active")]
+        assert [m.content for m in store.load_active(info.id)] == ["You are a coding agent.", "go on"]
+        assert [h.state for h in store.search("old answer")] == ["archived"]
+        store.flush(info.id, [Message(role="assistant", content="next")])  # appends after the import
+        assert [m.content for m in store.load_active(info.id)][-1] == "next"
+        # a row that cannot go in (an id already stored) takes the whole session with it
+        clash = Message(role="user", content="dup", id=active[0].id)
+        with pytest.raises(StoreError):
+            store.create_session("broken", messages=[Message(role="user", content="x")], archived=[clash])
+        assert [s.title for s in store.list_sessions()] == ["imported"]

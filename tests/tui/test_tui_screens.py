@@ -33,6 +33,8 @@ from hermes_tui.tui.problems import first_run_actions, first_run_problem
 from hermes_tui.tui.screens.first_run import FirstRunScreen
 from hermes_tui.tui.screens.sessions import ExportDialog, SessionsScreen, human_time
 from hermes_tui.tui.screens.settings import SettingsScreen
+from hermes_tui.tui.screens.hermes_import import HermesImportDialog
+from support.hermes_home import build_hermes_home, expected_active, fingerprint, shape
 
 # Noon UTC: the same calendar day in (nearly) every time zone, so dates render the same.
 DAY = 86_400
@@ -382,6 +384,49 @@ compression:
   threshold: 0.8  # keep it high
   # micro_compact: false   (tried it, too slow)
 """
+
+
+@pytest.mark.anyio
+async def test_import_from_hermes_agent_lists_its_sessions_and_imports_the_picked_one(store, hermes_home, tmp_path):
+    agent_home = tmp_path / "hermes_agent_home"  # where the hermes_home fixture points HERMES_HOME
+    writer = build_hermes_home(agent_home, "wal")
+    (s2_started,) = writer.conn.execute("SELECT started_at FROM sessions WHERE id = 's2'").fetchone()
+    writer.conn.close()
+    before = fingerprint(agent_home)
+    app = ScreenApp(lambda: SessionsScreen(store))
+    async with app.run_test(size=(120, 30)) as pilot:
+        table_of(app).focus()
+        await pilot.press("i")
+        await pilot.pause()
+        assert isinstance(app.screen, HermesImportDialog)
+        listed = app.screen.query_one("#hermes-sessions", DataTable)
+        rows = {str(key.value): [cell.plain for cell in listed.get_row(key)] for key in listed.rows}
+        # one row per conversation: the compressed s1 is imported through its continuation s2
+        assert set(rows) == {"s2", "s1-branch"}
+        title, when, size = rows["s2"]
+        assert title == "Pagination fix" and size == "3 messages"
+        assert when == datetime.fromtimestamp(s2_started).strftime("%Y-%m-%d %H:%M")
+        listed.move_cursor(row=listed.get_row_index("s2"))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionsScreen)
+        assert titles(app)[0] == "Pagination fix"
+        assert "Imported “Pagination fix” from Hermes Agent" in text(app.screen.query_one("#status", Static))
+    imported = next(s for s in store.list_sessions() if s.title == "Pagination fix")
+    assert shape(store.load_active(imported.id)) == expected_active()
+    assert fingerprint(agent_home) == before
+
+
+@pytest.mark.anyio
+async def test_import_from_hermes_agent_without_a_hermes_home_says_so(store, hermes_home):
+    app = ScreenApp(lambda: SessionsScreen(store))
+    async with app.run_test(size=(80, 24)) as pilot:
+        table_of(app).focus()
+        await pilot.press("i")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionsScreen)
+        assert any("no Hermes Agent home here" in str(n.message) for n in app._notifications)
+    assert len(store.list_sessions()) == 3
 
 
 @pytest.fixture

@@ -24,13 +24,17 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from hermes_tui.session.hermes_import import conversations, hermes_db, read_all, store_session
 from hermes_tui.store import SearchHit, SessionInfo, Store, StoreError
+from hermes_tui.store.hermes import HermesImportError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog, ExportFormat, TextPromptDialog
+from hermes_tui.tui.screens.hermes_import import HermesImportDialog
 
 __all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]  # ExportDialog: from dialogs
 
 FORMATS = {"markdown": ".md", "json": ".json"}
+IMPORT_HINT = "i: import a session from Hermes Agent"
 EXPORT_FORMATS = [ExportFormat("markdown", "Markdown", FORMATS["markdown"]),
                   ExportFormat("json", "JSON (OpenAI messages)", FORMATS["json"])]
 
@@ -121,6 +125,8 @@ class SessionsScreen(Screen[str | None]):
         Binding("r", "rename", "Rename"),
         Binding("d", "delete", "Delete"),
         Binding("e", "export", "Export"),
+        # Not in the footer (no room at 80 columns): the status line offers it instead.
+        Binding("i", "import_hermes", "Import from Hermes Agent", show=False),
     ]
 
     AUTO_FOCUS = "#sessions"
@@ -143,7 +149,7 @@ class SessionsScreen(Screen[str | None]):
         yield Input(placeholder="Search every message, archived ones too  (/)", id="search")
         yield SessionTable(id="sessions", cursor_type="row", zebra_stripes=True)
         yield Static("", id="empty", markup=False)
-        yield Static("", id="status", markup=False)
+        yield Static(IMPORT_HINT, id="status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -244,6 +250,8 @@ class SessionsScreen(Screen[str | None]):
 
     # --- events and actions -------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "import_hermes" and isinstance(self.focused, Input):
+            return False
         if action in ("rename", "delete", "export"):
             if isinstance(self.focused, Input):
                 return False  # letters type into the search box: do not offer them
@@ -362,6 +370,32 @@ class SessionsScreen(Screen[str | None]):
             option=("all", "Include archived originals (--all)"),
         )
         self.app.push_screen(dialog, exported)
+
+    def action_import_hermes(self) -> None:
+        """Hermes Agent's conversations to pick one from; it becomes a new session here."""
+        try:
+            db = hermes_db()
+            listed = conversations(db)
+        except HermesImportError as exc:
+            self.notify(str(exc), title="Import from Hermes Agent", severity="error")
+            return
+        if not listed:
+            self.notify(f"No Hermes sessions in {db}.", title="Import from Hermes Agent")
+            return
+
+        def picked(hermes_id: str | None) -> None:
+            if hermes_id is None:
+                return
+            try:
+                (session,) = read_all(db, [hermes_id])
+                imported = store_session(self.store, session)
+            except (HermesImportError, StoreError) as exc:
+                self.notify(str(exc), title="Import from Hermes Agent", severity="error")
+                return
+            self._status(f"Imported “{imported.info.title}” from Hermes Agent ({len(session.messages)} messages).")
+            self.reload(keep=imported.info.id)
+
+        self.app.push_screen(HermesImportDialog(listed, str(db)), picked)
 
 
 def _snippet(hit: SearchHit) -> Text:
