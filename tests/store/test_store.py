@@ -931,7 +931,10 @@ def test_cli_compact_stores_the_replay_as_a_session(hermes_home, tmp_path):
         assert proc.returncode == 0, proc.stderr
     with Store(hermes_home / "state.db") as store:
         sessions = {s.title: s for s in store.list_sessions()}
-        assert set(sessions) == {"my-transcript", "Named run"}
+        assert len(sessions) == 2 and "Named run" in sessions
+        (default_title,) = set(sessions) - {"Named run"}
+        assert default_title.startswith("my-transcript.json · replay "), default_title
+        assert {s.kind for s in sessions.values()} == {"replay"}
         for info in sessions.values():
             assert info.message_count == len(messages)
             everything = session_messages(store, info.id, include_archived=True)
