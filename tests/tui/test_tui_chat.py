@@ -457,6 +457,30 @@ async def test_the_marker_opens_to_the_summary_and_the_archived_originals(config
         assert not marker.query_one("#show-archived").display
 
 
+@app_test
+async def test_typing_after_clicking_a_tool_row_goes_to_the_composer(config, store):
+    session_id = store_session(config, store, compacted=False)
+    app = app_for(config, store, session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        composer = screen.query_one(Composer)
+        bash = list(screen.query(ToolCallView))[1]
+        await pilot.click(bash._title)
+        await pilot.pause()
+        assert not bash.collapsed
+        await pilot.press("l", "s", "space", "-", "a")
+        await pilot.pause()
+        assert composer.text == "ls -a" and app.focused is composer
+        assert not bash.collapsed  # the space was typed, not a second toggle
+
+        # Reached with the keyboard, the row keeps its keys: Enter folds it again.
+        bash._title.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert bash.collapsed and composer.text == "ls -a"
+
+
 # --- import and the command line ---------------------------------------------------------------
 
 
