@@ -462,8 +462,12 @@ def test_context_limit_too_small(home, tmp_path):
 MAX_TOKENS = 16
 
 
-def aux_config(home: Path, max_tokens: int = MAX_TOKENS) -> None:
-    (home / "config.yaml").write_text(f"auxiliary:\n  compression:\n    max_tokens: {max_tokens}\n    timeout: 30\n")
+def aux_config(home: Path, max_tokens: int = MAX_TOKENS, tokenizer: str = "") -> None:
+    """``tokenizer``: what counts the replayed context (the chat model's job; no chat model here)."""
+    counts = f"compression:\n  tokenizer: {json.dumps(tokenizer)}\n" if tokenizer else ""
+    (home / "config.yaml").write_text(
+        f"{counts}auxiliary:\n  compression:\n    max_tokens: {max_tokens}\n    timeout: 30\n"
+    )
 
 
 def assert_three_strikes(records: list[dict[str, Any]], failure: str) -> list[dict[str, Any]]:
@@ -514,7 +518,7 @@ def integration_session() -> list[dict[str, Any]]:
 
 @pytest.mark.integration
 def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
-    aux_config(home)
+    aux_config(home, tokenizer=mlx_server.model)
     session = integration_session()
     path = write_json(tmp_path / "session.json", session)
 
@@ -555,9 +559,9 @@ def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
 
 @pytest.mark.integration
 def test_compact_against_closed_port(tiny_model, hf_offline_env, tmp_path, home):
-    """The same command as above with nothing listening on the port (the model folder still
-    gives the tokenizer, so the passes see the same token counts)."""
-    aux_config(home)
+    """The same command as above with nothing listening on the port (the same tokenizer, so
+    the passes see the same token counts)."""
+    aux_config(home, tokenizer=str(tiny_model.fp32))
     path = write_json(tmp_path / "session.json", integration_session())
     base_url = f"http://127.0.0.1:{free_port()}/v1"
 
