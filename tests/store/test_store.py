@@ -889,8 +889,9 @@ def test_cli_sessions_commands(hermes_home, capsys):
 
     assert cli.main(["sessions", "list", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
-    assert {tuple(sorted(row)) for row in listing} == {("created", "id", "message_count", "title")}
+    assert {tuple(sorted(row)) for row in listing} == {("created", "id", "kind", "message_count", "title")}
     rows = {row["id"]: row for row in listing}
+    assert {row["kind"] for row in listing} == {"chat"}
     assert rows[s.id]["title"] == "test session" and rows[s.id]["message_count"] == len(original)
     assert rows[other.id]["message_count"] == 1
 
