@@ -162,8 +162,8 @@ class CompressionConfig(_Section):
         "",
         "tokenizer.json, or a model folder holding one",
         note=(
-            'Token counts use this tokenizer. "" = the compression (or chat) model\'s\n'
-            "tokenizer when that model is a local folder, else an estimate."
+            'Token counts use this tokenizer. "" = the chat model\'s tokenizer when\n'
+            "that model is a local folder, else an estimate."
         ),
     )
 

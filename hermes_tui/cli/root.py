@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--turns", choices=TURN_MODES, default="user",
         help="finalize after each user turn (default) or after every agent step",
     )
-    compact.add_argument("--session", metavar="NAME", help="title of the stored session (default: the file name)")
+    compact.add_argument("--session", metavar="NAME", help="title of the stored session (default: the file name and the time)")
     compact.add_argument(
         "--resume", metavar="ID", help="continue an interrupted replay of this transcript in stored session ID"
     )
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = sub.add_parser("sessions", help="list, show, export, search and delete stored sessions")
     ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
     listing = ssub.add_parser("list", help="stored sessions, newest first")
-    listing.add_argument("--json", action="store_true", help="machine-readable: id, title, created, message count")
+    listing.add_argument("--json", action="store_true", help="machine-readable: id, kind (chat or replay), title, created, message count")
     listing.set_defaults(run=run_sessions_list)
     show = ssub.add_parser("show", help="a session's active transcript, readable")
     show.add_argument("id", help="session id (a unique prefix is enough)")
@@ -224,9 +224,10 @@ def _compact_into_store(
         conv = Conversation(store.load_active(session.id), counter=counter)
     else:
         session = store.create_session(
-            args.session or args.transcript.stem,
+            args.session or _replay_title(store, args.transcript),
             model=config.model.model or None,
             aux_model=config.auxiliary.compression.model or config.auxiliary.compression.provider,
+            kind="replay",
         )
         done = 0
         conv = Conversation(counter=counter)
@@ -258,6 +259,19 @@ def _compact_into_store(
     print(result_line(result, compactor.ctx.window.occupancy_pct(conv.total_tokens), len(conv)), file=sys.stderr)
     print(f"context window {limit:,} tokens ({source}); stored as session {session.id} ({session.title})", file=sys.stderr)
     return 0
+
+
+def _replay_title(store: Store, transcript: Path) -> str:
+    """The file name and the time: replays of one file stay apart in ``sessions list``."""
+    from datetime import datetime
+
+    title = f"{transcript.name} · replay {datetime.now():%Y-%m-%d %H:%M:%S}"
+    taken = {s.title for s in store.list_sessions(kind="replay")}
+    n = 2
+    unique = title
+    while unique in taken:
+        unique, n = f"{title} ({n})", n + 1
+    return unique
 
 
 def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) -> int:
@@ -341,10 +355,13 @@ def run_app(args: argparse.Namespace) -> int:
 
 
 def _latest_session(store: Store) -> str:
-    sessions = store.list_sessions()
-    if not sessions:
-        raise UserError(f"no stored session to resume in {store.path}: run hermes-tui to start one")
-    return sessions[0].id
+    """The newest chat: a replay ``compact`` stored is opened only by its id."""
+    chats = store.list_sessions(kind="chat")
+    if not chats:
+        replays = len(store.list_sessions(kind="replay"))
+        also = f" ({replays} compact replays are stored: hermes-tui --resume ID opens one)" if replays else ""
+        raise UserError(f"no stored session to resume in {store.path}: run hermes-tui to start one{also}")
+    return chats[0].id
 
 
 # --- run -----------------------------------------------------------------------------
@@ -425,14 +442,17 @@ def run_sessions_list(args: argparse.Namespace) -> int:
     with _store() as store:
         sessions = store.list_sessions()
     if args.json:
-        rows = [{"id": s.id, "title": s.title, "created": s.created, "message_count": s.message_count} for s in sessions]
+        rows = [
+            {"id": s.id, "kind": s.kind, "title": s.title, "created": s.created, "message_count": s.message_count}
+            for s in sessions
+        ]
         print(json.dumps(rows, indent=1))
         return 0
     if not sessions:
         print("no sessions yet")
     for s in sessions:
         when = datetime.fromtimestamp(s.updated).strftime("%Y-%m-%d %H:%M")
-        print(f"{s.id}  {when}  {s.message_count:>6} messages  {s.title}")
+        print(f"{s.id}  {when}  {s.kind:<6}  {s.message_count:>6} messages  {s.title}")
     return 0
 
 

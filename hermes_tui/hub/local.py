@@ -19,6 +19,7 @@ from hermes_tui import paths
 from hermes_tui.hub.catalog import ROLES, catalog_repos
 from hermes_tui.hub.errors import HubError
 from hermes_tui.hub.hf import hf_cache_dir
+from hermes_tui.providers.mlx_runtime import imported_model
 
 if TYPE_CHECKING:
     from hermes_tui.config import Config
@@ -239,9 +240,9 @@ class UseResult:
 
 def _config_value(name: str) -> str:
     """What to write in config for ``name``: repo ids stay; folders become absolute paths."""
-    local = paths.models_dir() / name
-    if "/" not in name and "\\" not in name and (local / "config.json").is_file():
-        return str(local)
+    imported = imported_model(name)
+    if imported is not None:
+        return str(imported)
     candidate = Path(name).expanduser()
     if candidate.exists():
         return str(candidate.resolve())

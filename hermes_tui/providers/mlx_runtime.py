@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from hermes_tui import paths
+
 THREAD_NAME = "hermes-mlx"
 POLL_S = 0.05       # how often a caller whose job waits in the queue looks at its cancel event
 EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
@@ -121,15 +123,27 @@ def gpu_available() -> bool:
         return False
 
 
+def imported_model(name: str) -> Path | None:
+    """The folder ``models import --name NAME`` made for ``name`` (a bare name), if there is one."""
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        return None
+    folder = paths.models_dir() / name
+    return folder if (folder / "config.json").is_file() else None
+
+
 def resolve_model_path(name: str) -> Path:
-    """A local MLX model folder, or an HF repo id already in the local cache. Never downloads."""
+    """A local MLX model folder, a name ``models import`` gave one, or an HF repo id already in
+    the local cache. Never downloads. Every place that takes a model name resolves it here."""
     path = Path(name).expanduser()
+    imported = imported_model(name) if not path.exists() else None
+    if imported is not None:
+        return imported
     if path.exists():
         if not (path / "config.json").is_file():
             raise ModelUnavailable(f"{path}: not an MLX model folder (no config.json)")
         return path
     if name.count("/") != 1 or name.startswith((".", "/", "~")):
-        raise ModelUnavailable(f"{name}: no such model folder")
+        raise ModelUnavailable(f"{name}: no such model folder (nor a model imported under that name in {paths.models_dir()})")
     try:
         from huggingface_hub import snapshot_download
         from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS

@@ -22,7 +22,12 @@ if TYPE_CHECKING:
 
 
 def make_counter(config: Config) -> TokenCounter:
-    """The configured tokenizer (an error if it cannot be read), else a local model's, else the estimate."""
+    """The configured tokenizer (an error if it cannot be read), else the chat model's when it is
+    a local folder, else the estimate.
+
+    It counts the chat context against the chat model's window, so the compression model's
+    tokenizer (another vocabulary) is never used: changing that model must not move occupancy.
+    """
     explicit = config.compression.tokenizer
     if explicit:
         found = find_tokenizer_file(explicit)
@@ -38,13 +43,13 @@ def make_counter(config: Config) -> TokenCounter:
                 origin=None, key="compression.tokenizer", line=None,
                 message=f"cannot read tokenizer {found}: {exc}",
             )]) from None
-    for model in (config.auxiliary.compression.model, config.model.model):
-        found = find_tokenizer_file(model) if model and Path(model).expanduser().exists() else None
-        if found is not None:
-            try:
-                return TokenizerCounter(found)
-            except Exception:  # noqa: BLE001 - an unreadable model tokenizer falls back to the estimate
-                continue
+    model = config.model.model
+    found = find_tokenizer_file(model) if model and Path(model).expanduser().exists() else None
+    if found is not None:
+        try:
+            return TokenizerCounter(found)
+        except Exception:  # noqa: BLE001 - an unreadable model tokenizer falls back to the estimate
+            pass
     return EstimateCounter()
 
 

@@ -122,6 +122,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (workspace, tool, prefix, action)
     );
     """,
+    # 7: what a session is: 'chat' (the app's conversations, what ``--resume`` reopens) or
+    #    'replay' (a transcript run through ``hermes-tui compact``). Sessions stored before
+    #    cannot be told apart and count as chats.
+    """
+    ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat' CHECK (kind IN ('chat', 'replay'));
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -29,6 +29,8 @@ from hermes_tui.transcript import Message
 ACTIVE, ARCHIVED = "active", "archived"
 RETRY_LATER = "close it there (or wait for it to finish) and try again"
 NOT_SAVED = "nothing more is saved to it here; open it again to go on"
+# A chat is a conversation in the app; a replay is a transcript run through ``compact``.
+SESSION_KINDS = ("chat", "replay")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class SessionInfo:
     aux_model: str | None = None
     message_count: int = 0   # every message ever added (active and archived), markers excluded
     active_count: int = 0    # what a resume loads, markers included
+    kind: str = "chat"       # SESSION_KINDS
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class Store:
     def create_session(
         self, title: str, *, model: str | None = None, aux_model: str | None = None,
         settings: dict[str, Any] | None = None, messages: Iterable[Message] = (),
-        archived: Iterable[Message] = (),
+        archived: Iterable[Message] = (), kind: str = "chat",
     ) -> SessionInfo:
         """A new session, its lease held by this store (release it with ``release_lease``).
         ``messages`` (an import) go in with it, in the same transaction, so a failed import
@@ -100,8 +103,9 @@ class Store:
         history = [m for m in archived if not m.stored]
         with self._transaction():
             self.conn.execute(
-                "INSERT INTO sessions (id, title, model, aux_model, created, updated, settings) VALUES (?,?,?,?,?,?,?)",
-                (session_id, title, model, aux_model, now, now, json.dumps(settings or {})),
+                "INSERT INTO sessions (id, title, model, aux_model, created, updated, settings, kind)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                (session_id, title, model, aux_model, now, now, json.dumps(settings or {}), kind),
             )
             lease.write(self.conn, session_id, token)
             for position, msg in enumerate(history):
@@ -112,12 +116,16 @@ class Store:
         for msg in (*history, *new):
             msg.stored = True
         return SessionInfo(
-            session_id, title, now, now, model, aux_model, sum(not m.is_marker for m in (*history, *new)), len(new)
+            session_id, title, now, now, model, aux_model, sum(not m.is_marker for m in (*history, *new)), len(new), kind
         )
 
-    def list_sessions(self) -> list[SessionInfo]:
+    def list_sessions(self, kind: str | None = None) -> list[SessionInfo]:
+        """Newest first; only sessions of ``kind`` when given."""
+        where, params = (" WHERE s.kind = ?", (kind,)) if kind else ("", ())
         with translate_errors(self.path):
-            rows = self.conn.execute(_SESSION_SELECT + " GROUP BY s.id ORDER BY s.updated DESC").fetchall()
+            rows = self.conn.execute(
+                _SESSION_SELECT + where + " GROUP BY s.id ORDER BY s.updated DESC", params
+            ).fetchall()
         return [SessionInfo(*row) for row in rows]
 
     def get_session(self, id_or_prefix: str) -> SessionInfo:
@@ -418,7 +426,7 @@ class _Transaction:
 _SESSION_SELECT = """
     SELECT s.id, s.title, s.created, s.updated, s.model, s.aux_model,
            count(CASE WHEN m.kind = 'message' THEN 1 END),
-           count(CASE WHEN m.state = 'active' THEN 1 END)
+           count(CASE WHEN m.state = 'active' THEN 1 END), s.kind
     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
 """
 

@@ -277,7 +277,8 @@ def test_migration_3_applies_to_an_existing_v2_database(tmp_path, mlx_bench):
     conn.close()
 
     with Store(path) as store:
-        assert user_version(store.conn) == SCHEMA_VERSION == 6
+        assert user_version(store.conn) == SCHEMA_VERSION == 7
+        assert store.get_session("s1").kind == "chat"  # sessions stored before kinds existed count as chats
         assert [m.content for m in store.load_active("s1")] == ["find the zebra", "the zebra is in crossing.py"]
         assert {h.message_id for h in store.search("zebra")} == {"m0", "m1"}
         assert bench_results.list_runs(store) == []
@@ -411,3 +412,32 @@ def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
     assert wire_view(source.conv.messages, merge_same_role=False) == [
         {k: v for k, v in m.items() if k != "meta"} for m in session]
     assert {m.id for m in source.conv.messages}.isdisjoint(m.id for m in loaded)  # fresh copies
+
+
+def test_cli_bench_takes_the_name_a_model_was_imported_under(tiny_model, hf_offline_env, hermes_home):
+    """``models import DIR --name NAME``, then NAME works wherever a model name is taken."""
+    from hermes_tui.chat.select import make_chat_client
+    from hermes_tui.config import Config
+    from hermes_tui.summarizers.select import make_summarizer
+
+    env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}
+    cli = [sys.executable, "-m", "hermes_tui.cli"]
+    imported = subprocess.run([*cli, "models", "import", str(tiny_model.q4), "--name", "tiny-q4"],
+                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+
+    proc = subprocess.run(
+        [*cli, "bench", "--provider", "mlx", "--model", "tiny-q4", "--passes", "1", "--warmup", "0",
+         "--json", "--no-save", "--max-tokens", str(CAP)],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["model"] == "tiny-q4" and run["error"] is None and len(run["passes"]) == 1
+
+    config = Config().with_overrides({
+        "model.provider": "mlx", "model.model": "tiny-q4",
+        "auxiliary.compression.provider": "mlx", "auxiliary.compression.model": "tiny-q4",
+    })
+    assert make_chat_client(config.model) is not None  # the chat model and /model resolve it too
+    assert make_summarizer(config.auxiliary.compression) is not None

@@ -11,6 +11,7 @@ every pass fails with ``cut_off`` and that the third failure on one exchange ski
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from support.cli import COMPACT, SCRIPT, explain, run_cli, write_json
+from support.cli import CLI_TIMEOUT_S, COMPACT, ENTRY_POINTS, SCRIPT, explain, run_cli, write_json
 from support.servers import free_port
 
 TELEMETRY_PREFIX = "micro compaction telemetry: "
@@ -461,8 +462,12 @@ def test_context_limit_too_small(home, tmp_path):
 MAX_TOKENS = 16
 
 
-def aux_config(home: Path, max_tokens: int = MAX_TOKENS) -> None:
-    (home / "config.yaml").write_text(f"auxiliary:\n  compression:\n    max_tokens: {max_tokens}\n    timeout: 30\n")
+def aux_config(home: Path, max_tokens: int = MAX_TOKENS, tokenizer: str = "") -> None:
+    """``tokenizer``: what counts the replayed context (the chat model's job; no chat model here)."""
+    counts = f"compression:\n  tokenizer: {json.dumps(tokenizer)}\n" if tokenizer else ""
+    (home / "config.yaml").write_text(
+        f"{counts}auxiliary:\n  compression:\n    max_tokens: {max_tokens}\n    timeout: 30\n"
+    )
 
 
 def assert_three_strikes(records: list[dict[str, Any]], failure: str) -> list[dict[str, Any]]:
@@ -513,7 +518,7 @@ def integration_session() -> list[dict[str, Any]]:
 
 @pytest.mark.integration
 def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
-    aux_config(home)
+    aux_config(home, tokenizer=mlx_server.model)
     session = integration_session()
     path = write_json(tmp_path / "session.json", session)
 
@@ -554,9 +559,9 @@ def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
 
 @pytest.mark.integration
 def test_compact_against_closed_port(tiny_model, hf_offline_env, tmp_path, home):
-    """The same command as above with nothing listening on the port (the model folder still
-    gives the tokenizer, so the passes see the same token counts)."""
-    aux_config(home)
+    """The same command as above with nothing listening on the port (the same tokenizer, so
+    the passes see the same token counts)."""
+    aux_config(home, tokenizer=str(tiny_model.fp32))
     path = write_json(tmp_path / "session.json", integration_session())
     base_url = f"http://127.0.0.1:{free_port()}/v1"
 
@@ -722,3 +727,38 @@ def test_compact_mode_flag_reaches_telemetry_and_report(tmp_path):
     assert re.search(r"where the time goes\s+\(passes by mode: append \d+, merge \d+\)", report.stdout), report.stdout
     bad = run_cli(home, "compact", str(path), "--mode", "rewrite")
     assert bad.returncode == 2 and "--mode" in bad.stderr
+
+
+# --- replays are not chats ----------------------------------------------------------------
+
+
+def test_replays_are_listed_as_replays_with_their_own_titles_and_resume_skips_them(home, tmp_path, monkeypatch):
+    """``compact`` stores its replay as a session; ``--resume`` with no id still reopens the
+    user's last chat, and two replays of one file get titles that tell them apart."""
+    from hermes_tui import paths
+    from hermes_tui.cli import root as cli
+    from hermes_tui.store import Store
+    from hermes_tui.tui.app import HermesApp
+
+    monkeypatch.setenv("HERMES_TUI_HOME", str(home))
+    with Store(paths.state_db_path()) as store:
+        chat = store.create_session("my chat").id
+    transcript = write_json(tmp_path / "session.json", agent_session())
+    for _ in range(2):
+        proc = run_cli(home, "compact", str(transcript), *COMPACT)
+        assert proc.returncode == 0, explain(proc)
+
+    listed = run_cli(home, "sessions", "list", "--json")
+    assert listed.returncode == 0, explain(listed)
+    rows = json.loads(listed.stdout)
+    assert sorted(r["kind"] for r in rows) == ["chat", "replay", "replay"]
+    replays = [r for r in rows if r["kind"] == "replay"]
+    assert len({r["title"] for r in replays}) == 2, replays
+    assert all(r["title"].startswith("session.json") for r in replays), replays
+    text = run_cli(home, "sessions", "list")
+    assert sum(" replay " in line for line in text.stdout.splitlines()) == 2, text.stdout
+
+    started: list[str | None] = []
+    monkeypatch.setattr(HermesApp, "run", lambda self: started.append(self._start_session_id))
+    assert cli.main(["--resume"]) == 0
+    assert started == [chat]

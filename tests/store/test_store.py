@@ -889,8 +889,9 @@ def test_cli_sessions_commands(hermes_home, capsys):
 
     assert cli.main(["sessions", "list", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
-    assert {tuple(sorted(row)) for row in listing} == {("created", "id", "message_count", "title")}
+    assert {tuple(sorted(row)) for row in listing} == {("created", "id", "kind", "message_count", "title")}
     rows = {row["id"]: row for row in listing}
+    assert {row["kind"] for row in listing} == {"chat"}
     assert rows[s.id]["title"] == "test session" and rows[s.id]["message_count"] == len(original)
     assert rows[other.id]["message_count"] == 1
 
@@ -931,7 +932,10 @@ def test_cli_compact_stores_the_replay_as_a_session(hermes_home, tmp_path):
         assert proc.returncode == 0, proc.stderr
     with Store(hermes_home / "state.db") as store:
         sessions = {s.title: s for s in store.list_sessions()}
-        assert set(sessions) == {"my-transcript", "Named run"}
+        assert len(sessions) == 2 and "Named run" in sessions
+        (default_title,) = set(sessions) - {"Named run"}
+        assert default_title.startswith("my-transcript.json · replay "), default_title
+        assert {s.kind for s in sessions.values()} == {"replay"}
         for info in sessions.values():
             assert info.message_count == len(messages)
             everything = session_messages(store, info.id, include_archived=True)

@@ -457,6 +457,58 @@ async def test_the_marker_opens_to_the_summary_and_the_archived_originals(config
         assert not marker.query_one("#show-archived").display
 
 
+@app_test
+async def test_typing_after_clicking_a_tool_row_goes_to_the_composer(config, store):
+    session_id = store_session(config, store, compacted=False)
+    app = app_for(config, store, session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        composer = screen.query_one(Composer)
+        bash = list(screen.query(ToolCallView))[1]
+        await pilot.click(bash._title)
+        await pilot.pause()
+        assert not bash.collapsed
+        await pilot.press("l", "s", "space", "-", "a")
+        await pilot.pause()
+        assert composer.text == "ls -a" and app.focused is composer
+        assert not bash.collapsed  # the space was typed, not a second toggle
+
+        # Reached with the keyboard, the row keeps its keys: Enter folds it again.
+        bash._title.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert bash.collapsed and composer.text == "ls -a"
+
+
+def screen_lines(app: HermesApp) -> list[str]:
+    """The screen as the terminal gets it: one string per row."""
+    update = app.screen._compositor.render_full_update()
+    return ["".join(strip.text for strip in row) for row in update.strips]
+
+
+@app_test
+async def test_nothing_of_the_input_shows_beside_a_toast(config, store):
+    from textual.widgets._toast import Toast
+
+    app = app_for(config, store)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.pause()
+        before = screen_lines(app)
+        app.notify("Exported the session to a file with a long enough name to wrap", timeout=2)
+        await until(pilot, lambda: bool(app.screen.query(Toast)), "the toast")
+        await pilot.pause()
+        (toast,) = app.screen.query(Toast)
+        during = screen_lines(app)
+        # What lies right of the toast is the screen's edge: no column of the input's border
+        # (or of the status bar) beside it.
+        beside = {y: during[y][toast.region.right:] for y in range(toast.region.y, toast.region.bottom)}
+        assert all(not text.strip() for text in beside.values()), beside
+        await until(pilot, lambda: not app.screen.query(Toast), "the toast to go", timeout=10)
+        await pilot.pause()
+        assert screen_lines(app) == before
+
+
 # --- import and the command line ---------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message as UIMessage
@@ -183,6 +183,14 @@ class ChatScreen(Screen):
         self.query_one(Composer).focus()
         # Startup's objects are there for good: out of the collector's way once it is shown.
         self.call_after_refresh(settle_heap)
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        # A click on a row of the conversation (a tool call, a marker) focuses it; the keyboard
+        # goes back to the composer so typing after the click is not lost. Reached with Tab,
+        # a row keeps the focus and its keys.
+        focused = self.focused
+        if focused is not None and self.messages in focused.ancestors:
+            self.query_one(Composer).focus()
 
     def on_unmount(self) -> None:
         if self._cancel is not None:

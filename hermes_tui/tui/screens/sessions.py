@@ -204,6 +204,8 @@ class SessionsScreen(Screen[str | None]):
         for info in self._sessions.values():
             is_open = info.id == self.current_id
             title = Text(info.title or f"(untitled {info.id[:8]})", no_wrap=True, overflow="ellipsis")
+            if info.kind == "replay":  # stored by ``compact``, not a conversation of the user's
+                title = Text.assemble(("replay ", "dim"), title, no_wrap=True, overflow="ellipsis")
             table.add_row(
                 Text("●" if is_open else "", style="bold"),
                 title,
