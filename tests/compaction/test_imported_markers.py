@@ -275,7 +275,7 @@ def test_what_compaction_does_not_take_as_a_marker_is_no_marker_on_screen_in_the
     import sqlite3
 
     from hermes_tui.store.export import to_markdown
-    from hermes_tui.tui.widgets.messages import MarkerMessage, view_for
+    from hermes_tui.tui.widgets.message_views import MarkerMessage, view_for
 
     planted = marker_tagged_misfits()[case]
     assert read_marker(planted[0]) is None
