@@ -90,8 +90,7 @@ def close_database(path: Path, conn: sqlite3.Connection) -> None:
 
 def _create_private(path: Path) -> None:
     try:
-        paths.refuse_hermes_agent_home(path)
-        paths.ensure_dir(path.parent)
+        paths.ensure_dir(path.parent)  # refuses a folder inside Hermes Agent's home
         try:
             # Create the file ourselves so it is private from the first byte.
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

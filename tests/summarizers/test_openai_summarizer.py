@@ -3,7 +3,6 @@ that misbehave in each way a real endpoint can."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import socket
 import threading
@@ -13,6 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from support.drip_server import MODES, DripServer, wait_until
+from support.openai_endpoint import FakeEndpoint, send
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT
 from hermes_tui.providers.select import resolve_api_key
@@ -88,55 +88,6 @@ def test_closed_port_is_refused():
 
 
 # -- misbehaving endpoints ----------------------------------------------------------
-
-
-class FakeEndpoint:
-    """A stdlib HTTP server in a thread; ``reply`` decides what each POST gets."""
-
-    def __init__(self) -> None:
-        self.reply: Callable[[http.server.BaseHTTPRequestHandler], None] = lambda h: None
-        self.requests: list[dict] = []
-        self.release = threading.Event()  # set at teardown to wake sleeping handlers
-        endpoint = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                endpoint.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": json.loads(self.rfile.read(length)),
-                    }
-                )
-                endpoint.reply(self)
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            block_on_close = False
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def send(handler, status: int, body: bytes, content_type: str = "application/json") -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
 
 
 def send_json(handler, status: int, data: object) -> None:
