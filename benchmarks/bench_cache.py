@@ -55,16 +55,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.engine import Compactor, PassReport  # noqa: E402
-from hermes_tui.compaction.prefix import CacheTally, request_cost  # noqa: E402
-from hermes_tui.compaction.state import ABSORBED, DEFRAG  # noqa: E402
-from hermes_tui.config import Config  # noqa: E402
-from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.analysis.replay import turn_boundaries  # noqa: E402
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
-from hermes_tui.tokens import TokenCounter, count_message  # noqa: E402
-from hermes_tui.transcript import MICRO, Message, TranscriptError, parse_transcript, wire_view  # noqa: E402
-from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.analysis.replay import turn_boundaries
+from hermes_tui.compaction.engine import Compactor, PassReport
+from hermes_tui.compaction.prefix import CacheTally, request_cost
+from hermes_tui.compaction.state import ABSORBED, DEFRAG
+from hermes_tui.config import Config
+from hermes_tui.conversation import Conversation
+from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.tokens import TokenCounter, count_message
+from hermes_tui.transcript import MICRO, Message, TranscriptError, parse_transcript, wire_view
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"

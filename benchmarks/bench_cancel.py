@@ -29,8 +29,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -105,7 +106,7 @@ def mlx_lm_prefill_tps(runtime: MlxRuntime, loaded, tokens: list[int], step: int
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "models"))
-    import build_tiny  # noqa: E402
+    import build_tiny
 
     model = str(build_tiny.build(Path(tempfile.mkdtemp(prefix="bench_cancel_")))["fp32"])
     runtime = MlxRuntime()

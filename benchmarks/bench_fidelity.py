@@ -45,17 +45,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction import facts as factlib  # noqa: E402
-from hermes_tui.compaction.prompts import NOTHING_NEW  # noqa: E402
-from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
-from hermes_tui.config import Config  # noqa: E402
-from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate, make_probes, run_probes  # noqa: E402
-from hermes_tui.compaction.summarizer import Completion  # noqa: E402
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
-from hermes_tui.tokens import EstimateCounter  # noqa: E402
-from hermes_tui.transcript import parse_transcript  # noqa: E402
-from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate, make_probes, run_probes
+from hermes_tui.compaction import facts as factlib
+from hermes_tui.compaction.prompts import NOTHING_NEW
+from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.config import Config
+from hermes_tui.conversation import Conversation
+from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.tokens import EstimateCounter
+from hermes_tui.transcript import parse_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
@@ -217,7 +217,7 @@ def tiny_mechanics(path: Path, steps: int) -> tuple[list[str], dict[str, Any]]:
     from hermes_tui.summarizers.mlx import MlxSummarizer
 
     sys.path.insert(0, str(REPO / "models"))
-    import build_tiny  # noqa: E402
+    import build_tiny
 
     out_dir = Path(tempfile.mkdtemp(prefix="bench_fidelity_tiny_"))
     model = str(build_tiny.build(out_dir)["q4"])

@@ -48,16 +48,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.prompts import absorb_prompt, append_prompt  # noqa: E402
-from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
-from hermes_tui.config import Config  # noqa: E402
-from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.providers.mlx_runtime import MlxRuntime, common_prefix  # noqa: E402
-from hermes_tui.analysis.replay import replay  # noqa: E402
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
-from hermes_tui.summarizers.mlx import MlxSummarizer  # noqa: E402
-from hermes_tui.transcript import parse_transcript  # noqa: E402
-from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.analysis.replay import replay
+from hermes_tui.compaction.prompts import absorb_prompt, append_prompt
+from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.config import Config
+from hermes_tui.conversation import Conversation
+from hermes_tui.providers.mlx_runtime import MlxRuntime, common_prefix
+from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.transcript import parse_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
@@ -104,7 +104,7 @@ def worst_case_cached(runtime: MlxRuntime, loaded, summary: str, exchange: list)
 
 def run(args) -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "models"))
-    import build_tiny  # noqa: E402
+    import build_tiny
 
     out_dir = Path(tempfile.mkdtemp(prefix="bench_pass_cost_"))
     model = str(build_tiny.build(out_dir)[args.variant])

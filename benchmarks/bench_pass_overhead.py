@@ -52,15 +52,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.engine import CompactionSettings, Compactor  # noqa: E402
-from hermes_tui.compaction.micro import PassContext  # noqa: E402
-from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
-from hermes_tui.compaction.window import ContextWindow  # noqa: E402
-from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.logs import setup_logging  # noqa: E402
-from hermes_tui.compaction.summarizer import Completion  # noqa: E402
-from hermes_tui.tokens import EstimateCounter  # noqa: E402
-from hermes_tui.transcript import Message, parse_transcript  # noqa: E402
+from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.conversation import Conversation
+from hermes_tui.logs import setup_logging
+from hermes_tui.tokens import EstimateCounter
+from hermes_tui.transcript import Message, parse_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
@@ -263,10 +263,10 @@ def time_batch(size: int, pool, limit: int, reps: int) -> dict:
         stub_total = 0.0
         original = stub.summarize
 
-        def timed(request, *, max_tokens, _original=original):
+        def timed(request, *, max_tokens, _original=original, _stub=stub):
             nonlocal stub_total
             completion = _original(request, max_tokens=max_tokens)
-            stub_total += stub.last_s
+            stub_total += _stub.last_s
             return completion
 
         stub.summarize = timed  # type: ignore[method-assign]

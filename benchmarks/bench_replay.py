@@ -38,15 +38,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.window import tail_start  # noqa: E402
-from hermes_tui.config import Config  # noqa: E402
-from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.analysis.replay import replay  # noqa: E402
-from hermes_tui.analysis.report import format_trajectory  # noqa: E402
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
-from hermes_tui.tokens import count_message, count_messages  # noqa: E402
-from hermes_tui.transcript import parse_transcript  # noqa: E402
-from hermes_tui.session.wiring import make_compactor, make_counter  # noqa: E402
+from hermes_tui.analysis.replay import replay
+from hermes_tui.analysis.report import format_trajectory
+from hermes_tui.compaction.window import tail_start
+from hermes_tui.config import Config
+from hermes_tui.conversation import Conversation
+from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.tokens import count_message, count_messages
+from hermes_tui.transcript import parse_transcript
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"

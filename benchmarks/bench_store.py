@@ -47,16 +47,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.engine import CompactionSettings, Compactor  # noqa: E402
-from hermes_tui.compaction.micro import PassContext  # noqa: E402
-from hermes_tui.compaction.state import PassResult  # noqa: E402
-from hermes_tui.compaction.summarize import SummaryRequest  # noqa: E402
-from hermes_tui.compaction.window import ContextWindow  # noqa: E402
-from hermes_tui.conversation import Conversation  # noqa: E402
-from hermes_tui.store import Store  # noqa: E402
-from hermes_tui.compaction.summarizer import Completion  # noqa: E402
-from hermes_tui.tokens import EstimateCounter  # noqa: E402
-from hermes_tui.transcript import Message, parse_transcript  # noqa: E402
+from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.state import PassResult
+from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.conversation import Conversation
+from hermes_tui.store import Store
+from hermes_tui.tokens import EstimateCounter
+from hermes_tui.transcript import Message, parse_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"

@@ -174,7 +174,7 @@ class SlowSummarizerServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
                                        name="slow-summarizer", daemon=True)
 
-    def __enter__(self) -> "SlowSummarizerServer":
+    def __enter__(self) -> SlowSummarizerServer:
         self.thread.start()
         return self
 
@@ -406,11 +406,11 @@ def stats(values: list[float]) -> dict:
 
 async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer) -> tuple[Typist, dict]:
     from hermes_tui.config import Config
+    from hermes_tui.session.wiring import open_session
     from hermes_tui.store import Store
     from hermes_tui.tui.app import HermesApp
     from hermes_tui.tui.screens.chat import ChatScreen
     from hermes_tui.tui.widgets.composer import Composer
-    from hermes_tui.session.wiring import open_session
 
     if args.session == "demo":
         messages, window = demo_session(), DEMO_CONTEXT_LENGTH

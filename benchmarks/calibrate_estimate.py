@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.tokens import EstimateCounter, TokenizerCounter  # noqa: E402
-from hermes_tui.transcript import parse_transcript  # noqa: E402
+from hermes_tui.tokens import EstimateCounter, TokenizerCounter
+from hermes_tui.transcript import parse_transcript
 
 DEFAULT_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 

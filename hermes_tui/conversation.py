@@ -8,8 +8,8 @@ at the end never invalidate a splice, so the user can keep talking while a pass 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from hermes_tui.tokens import TokenCounter, count_message
 from hermes_tui.transcript import Message

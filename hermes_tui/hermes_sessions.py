@@ -23,9 +23,10 @@ What changes on the way in:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import read_marker

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from hermes_tui import content_parts
 from hermes_tui.untrusted import InputError, load_json, path_text
@@ -88,13 +89,13 @@ class Message:
         return [call.get("id", "") for call in self.tool_calls or []]
 
     # --- new messages from this one ---------------------------------------------------
-    def copy(self) -> "Message":
+    def copy(self) -> Message:
         """A fresh message under a new id: every wire field (parts included) and its own
         ``meta``, with no cached token count and not stored."""
         return replace(self, meta=dict(self.meta), id=new_message_id(), token_count=None, token_counter=None,
                        stored=False, parts=None if self.parts is None else list(self.parts))
 
-    def with_text_added(self, text: str) -> "Message":
+    def with_text_added(self, text: str) -> Message:
         """This message (same id) with ``text`` added at the end, where the wire sees it: a
         text part when the content is a list of parts. The cached token count is dropped."""
         if self.parts is not None:
@@ -118,7 +119,7 @@ class Message:
         return out
 
     @classmethod
-    def from_openai(cls, data: Any, *, where: str = "message") -> "Message":
+    def from_openai(cls, data: Any, *, where: str = "message") -> Message:
         if not isinstance(data, dict):
             raise TranscriptError(f"{where}: expected an object, got {type(data).__name__}")
         role = data.get("role")

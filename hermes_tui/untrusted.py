@@ -26,7 +26,8 @@ import functools
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import yaml
@@ -205,7 +206,7 @@ def _too_deep_json(text: str, start: int, first_line: int) -> InputError:
 
 def _long_number_json(text: str, start: int, first_line: int, exc: ValueError) -> InputError:
     limit = _max_int_digits()
-    pattern = re.compile(_JSON_STRING + r"|-?\d{%d,}" % (limit + 1))
+    pattern = re.compile(_JSON_STRING + rf"|-?\d{{{limit + 1},}}")
     for token in pattern.finditer(text, start):
         if not token.group().startswith('"'):
             line, column = _line_column(text, token.start(), first_line)

@@ -12,13 +12,18 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-
-from support.servers import SERVER_START_TIMEOUT_S, free_port, server_log_tail, stop_server, wait_until_serving
+from support.servers import (
+    SERVER_START_TIMEOUT_S,
+    free_port,
+    server_log_tail,
+    stop_server,
+    wait_until_serving,
+)
 from support.tiny_model import load_build_tiny
 from support.tmux import tmux  # noqa: F401 - a fixture, for every test that drives a real terminal
 
@@ -80,7 +85,7 @@ def mlx_server(tiny_model, hf_offline_env, tmp_path_factory) -> Iterator[MlxServ
     startup_error = None
     try:
         wait_until_serving(process, root, model, log_path, started + SERVER_START_TIMEOUT_S)
-    except Exception as exc:  # reported below, with the server's log
+    except Exception as exc:  # noqa: BLE001 - reported below, with the server's log
         startup_error = exc
     if startup_error is not None:
         stop_server(process)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
-from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message
 

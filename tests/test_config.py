@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from hermes_tui import config as config_module
-from hermes_tui.config_edit import save_changes
 from hermes_tui.config import (
     Config,
     ConfigError,
@@ -22,6 +21,7 @@ from hermes_tui.config import (
     save_config,
     write_default_config,
 )
+from hermes_tui.config_edit import save_changes
 
 # The defaults as DESIGN.md states them, plus the documented additions (model.max_tokens:
 # the reply cap the chat clients use; compression.micro_compact_mode, fact_guard, tokenizer;

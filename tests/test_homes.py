@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.tmux import _app_command, wait_for
 from textual.widgets import Input, Static
 
 from hermes_tui.config import Config
@@ -28,7 +29,6 @@ from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.settings import SettingsScreen
-from support.tmux import _app_command, wait_for
 
 CLI = [sys.executable, "-m", "hermes_tui.cli"]
 TIMEOUT_S = 180

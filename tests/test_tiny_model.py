@@ -77,7 +77,7 @@ def test_load_template_and_generate(tiny_model, hf_offline_env, variant):
     assert tokenizer.eos_token_id == 2
 
     last = None
-    for last in mlx_lm.stream_generate(model, tokenizer, prompt, max_tokens=8):
+    for last in mlx_lm.stream_generate(model, tokenizer, prompt, max_tokens=8):  # noqa: B007 - the last one is checked
         pass
     assert last is not None
     assert last.prompt_tokens == len(prompt)

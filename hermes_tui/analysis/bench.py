@@ -33,26 +33,33 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from hermes_tui import __version__
-from hermes_tui.analysis.bench_results import BenchConfig, BenchError, BenchProgress, BenchRun, PassRow, medians
+from hermes_tui.analysis.bench_results import (
+    BenchConfig,
+    BenchError,
+    BenchProgress,
+    BenchRun,
+    PassRow,
+    medians,
+)
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.state import NOTHING_TO_ABSORB
+from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
-from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
-from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.providers.failures import TIMEOUT
+from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message, parse_transcript
-
 
 # --- running ---------------------------------------------------------------------------
 
@@ -153,7 +160,7 @@ class _PassSource:
         self.compactor = Compactor(ctx, settings, session_id="bench")
 
     def next_pass(self, index: int = 0) -> PassRow:
-        for attempt in range(2):
+        for _attempt in range(2):
             self.summarizer.last_stats = None
             started = time.perf_counter()
             report = self.compactor.micro_pass(self.conv)
@@ -211,7 +218,7 @@ class _CancellingRuntime:
 class _TimedOpenAISummarizer(OpenAISummarizer):
     """Also keeps the server's own speed figures when it reports them (llama.cpp's ``timings``)."""
 
-    last_stats: "ServerTimings | None" = None
+    last_stats: ServerTimings | None = None
 
     def _parse(self, body_text: str, duration: float):
         completion = super()._parse(body_text, duration)

@@ -9,7 +9,7 @@ import json
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ class BenchRun:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BenchRun":
+    def from_dict(cls, data: dict[str, Any]) -> BenchRun:
         return cls(
             model=data["model"],
             provider=data["provider"],
@@ -209,7 +209,7 @@ def percentile(values: list[float], pct: float) -> float | None:
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 def save_run(store: Store, run: BenchRun) -> int:

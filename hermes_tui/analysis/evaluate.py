@@ -27,15 +27,16 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
+from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.redaction import redact_message
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.conversation import Conversation
-from hermes_tui.analysis.replay import replay
 from hermes_tui.transcript import Message, wire_view
 
 DECISION, OPEN_QUESTION = "decision", "open_question"
@@ -46,7 +47,7 @@ WORD_SHARE = 0.6  # share of a planted fact's content words that must be in the 
 SUMMARY_OUTCOMES = ("absorbed", "defrag", "compressed")  # passes that change the rolling summary
 
 _WORD = re.compile(r"[a-z][a-z0-9]{3,}")
-_STOPWORDS = frozenset("also because handle rather than should that this with from into keep have".split())
+_STOPWORDS = frozenset(["also", "because", "handle", "rather", "than", "should", "that", "this", "with", "from", "into", "keep", "have"])
 
 
 def content_words(text: str) -> tuple[str, ...]:
@@ -217,7 +218,7 @@ class EvalResult:
     checkpoints: list[Checkpoint]
     final: Checkpoint
     trajectory: list[dict[str, Any]]   # per pass: {"pass", "all", "found"}: retention of the facts so far
-    probes: list["ProbeResult"] | None = None
+    probes: list[ProbeResult] | None = None
 
     def mean_over_passes(self) -> dict[str, float | None]:
         """Retention averaged over the passes: less at the mercy of when the last defrag fell."""

@@ -8,8 +8,8 @@ agent sessions with few user messages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from hermes_tui.compaction.engine import Compactor, PassReport, Persist
 from hermes_tui.conversation import Conversation

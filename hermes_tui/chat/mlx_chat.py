@@ -16,15 +16,23 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from hermes_tui.chat.client import (
-    CANCELLED, DEFAULT_MAX_TOKENS, ChatClient, ChatDelta, ChatDone, ChatError, ChatToolDelta, Usage,
+    CANCELLED,
+    DEFAULT_MAX_TOKENS,
+    ChatClient,
+    ChatDelta,
+    ChatDone,
+    ChatError,
+    ChatToolDelta,
+    Usage,
 )
 from hermes_tui.chat.mlx_tool_calls import ToolCallSplitter, for_chat_template, supports_tool_calls
 from hermes_tui.content_parts import for_text_only_model
-from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
+from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 
 CACHE_KEY = "chat"
 _END = object()

@@ -83,7 +83,8 @@ from ..providers.openai_errors import (
     snippet,
     status_failure,
 )
-from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED, CallLimits, http_client
+from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED
+from ..providers.openai_http import CallLimits, http_client
 from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
@@ -578,7 +579,7 @@ def _sample(http: Any) -> str:
             sample += piece
             if len(sample) >= _MAX_BODY_SAMPLE:
                 break
-    except Exception:  # a broken body is described by what arrived
+    except Exception:  # noqa: BLE001 - a broken body is described by what arrived
         pass
     text = sample[:_MAX_BODY_SAMPLE].decode("utf-8", errors="replace")
     try:  # an error object: show its message rather than the start of the JSON

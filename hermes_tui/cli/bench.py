@@ -14,7 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_tui.analysis.bench_results import DEFAULT_PASSES  # light: analysis.bench loads the backends
+from hermes_tui.analysis.bench_results import (
+    DEFAULT_PASSES,  # light: analysis.bench loads the backends
+)
 
 if TYPE_CHECKING:
     from hermes_tui.analysis.bench_results import BenchConfig, BenchProgress, BenchRun
@@ -52,8 +54,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.bench_results import BenchError
     from hermes_tui.config import ConfigError
     from hermes_tui.providers.mlx_runtime import ModelUnavailable
-    from hermes_tui.store import StoreError
     from hermes_tui.providers.select import ProviderError
+    from hermes_tui.store import StoreError
     from hermes_tui.transcript import TranscriptError
 
     try:
@@ -105,12 +107,11 @@ def _run(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
-def bench_config(args: argparse.Namespace) -> "BenchConfig":
+def bench_config(args: argparse.Namespace) -> BenchConfig:
     """Flags over ``auxiliary.compression`` from config.yaml."""
     from hermes_tui.analysis.bench_results import BenchConfig, BenchError
     from hermes_tui.config import load_config
-    from hermes_tui.providers.select import resolve_api_key
-    from hermes_tui.providers.select import resolve_provider
+    from hermes_tui.providers.select import resolve_api_key, resolve_provider
 
     config_path = getattr(args, "config", None)
     if config_path is not None and not config_path.is_file():
@@ -146,7 +147,7 @@ class ProgressBar:
     def __init__(self, stream: TextIO, width: int = 24):
         self.stream, self.width, self.drawn = stream, width, False
 
-    def __call__(self, p: "BenchProgress") -> None:
+    def __call__(self, p: BenchProgress) -> None:
         if p.phase == "error":
             self._line(f"{_short(p.model)}: cannot benchmark")
             self.stream.write("\n")
@@ -183,7 +184,7 @@ class ProgressLines:
     def __init__(self, stream: TextIO):
         self.stream = stream
 
-    def __call__(self, p: "BenchProgress") -> None:
+    def __call__(self, p: BenchProgress) -> None:
         if p.phase == "pass" and p.last is not None:
             r = p.last
             failure = f" ({r.failure})" if r.failure else ""
@@ -202,7 +203,7 @@ COLUMNS = ("model", "provider", "passes", "ok", "median s", "p90 s", "prompt tok
            "peak GB", "summary tok")
 
 
-def results_table(runs: list["BenchRun"]) -> list[str]:
+def results_table(runs: list[BenchRun]) -> list[str]:
     """Per model: passes, successes, median and p90 duration, median speeds, memory, summary size."""
     from hermes_tui.analysis.bench_results import is_success
 

@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from hermes_tui.compaction.micro import MODES
 from hermes_tui.analysis.replay import TURN_MODES
+from hermes_tui.compaction.micro import MODES
 
 DEFAULT_CONTEXT_LIMIT = 32_768
 
@@ -70,11 +70,11 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from hermes_tui.conversation import Conversation
     from hermes_tui.analysis.evaluate import evaluate, format_result, make_probes, run_probes
+    from hermes_tui.conversation import Conversation
+    from hermes_tui.session.wiring import make_compactor, make_counter
     from hermes_tui.summarizers.select import make_summarizer
     from hermes_tui.transcript import parse_transcript
-    from hermes_tui.session.wiring import make_compactor, make_counter
 
     if args.context_limit < 256:
         raise EvalError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")

@@ -13,9 +13,10 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from hermes_tui import hub
 from hermes_tui.hub.import_common import ModelImportError

@@ -9,28 +9,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hermes_tui import __version__, paths
+from hermes_tui.analysis import report as report_cli
+from hermes_tui.analysis.replay import TURN_MODES, ReplayResult, replay
 from hermes_tui.cli.bench import add_bench_parser
 from hermes_tui.cli.eval import add_eval_parser
-from hermes_tui.analysis import report as report_cli
+from hermes_tui.cli.mcp import add_parser as add_mcp_parser
+from hermes_tui.cli.models import add_parser as add_models_parser
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
+from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.logs import LogFileError, setup_logging
-from hermes_tui.cli.mcp import add_parser as add_mcp_parser
-from hermes_tui.cli.models import add_parser as add_models_parser
-from hermes_tui.analysis.replay import TURN_MODES, ReplayResult, replay
-from hermes_tui.store import Store, StoreError
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.providers.select import ProviderError
-from hermes_tui.summarizers.select import make_summarizer
-from hermes_tui.hermes_sessions import read_transcript_file
-from hermes_tui.store.hermes import HermesImportError
-from hermes_tui.transcript import TranscriptError, dump_transcript, read_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.store import Store, StoreError
+from hermes_tui.store.hermes import HermesImportError
+from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.transcript import TranscriptError, dump_transcript, read_transcript
 
 DEMO_SESSION = Path(__file__).resolve().parents[1] / "assets" / "demo_session.json"
 
@@ -341,9 +341,8 @@ def run_app(args: argparse.Namespace) -> int:
         if args.resume is not None:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
             store.check_not_open_elsewhere(session_id)  # one line and exit 2, before the screen takes over
-        from hermes_tui.tui.app import HermesApp
-
         from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
+        from hermes_tui.tui.app import HermesApp
 
         import_mlx_on_main_thread()
 
@@ -486,7 +485,13 @@ def run_sessions_export(args: argparse.Namespace) -> int:
 def run_sessions_import(args: argparse.Namespace) -> int:
     """List Hermes' conversations, or import the named ones (or all): everything is read first,
     so a bad session id imports nothing."""
-    from hermes_tui.session.hermes_import import conversations, hermes_db, listing_line, read_all, store_session
+    from hermes_tui.session.hermes_import import (
+        conversations,
+        hermes_db,
+        listing_line,
+        read_all,
+        store_session,
+    )
 
     db = hermes_db(args.home)
     if args.all and args.session:

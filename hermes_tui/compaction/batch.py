@@ -15,11 +15,17 @@ from hermes_tui.compaction import checks
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.micro import PassContext, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
-from hermes_tui.compaction.state import BATCH_FAILED, COMPRESSED, NOTHING_TO_ABSORB, MicroState, PassResult
+from hermes_tui.compaction.state import (
+    BATCH_FAILED,
+    COMPRESSED,
+    NOTHING_TO_ABSORB,
+    MicroState,
+    PassResult,
+)
 from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.conversation import Splice
-from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.tokens import count_message, count_messages
 from hermes_tui.transcript import BATCH, Message, make_marker
 

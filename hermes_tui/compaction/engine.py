@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from hermes_tui.compaction import telemetry
 from hermes_tui.compaction.batch import plan_batch
@@ -183,7 +184,7 @@ class Compactor:
         except StaleSplice:
             outcome, failure = STALE, None
             self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
-        except Exception as exc:  # the store refused: nothing is published
+        except Exception as exc:  # noqa: BLE001 - the store refused: nothing is published
             log.error("compaction store write failed (%s: %s); the transcript is unchanged", type(exc).__name__, exc)
             outcome, failure = STORE_FAILED, type(exc).__name__
             self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))

@@ -40,9 +40,9 @@ from hermes_tui.compaction.state import (
     recover_state,
 )
 from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
+from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.conversation import Splice
-from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.transcript import MICRO, Message, exchange_end, make_marker
 

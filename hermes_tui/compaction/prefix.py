@@ -17,8 +17,9 @@ Pure functions on lists; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 WireMessage = dict[str, Any]
 

@@ -51,8 +51,9 @@ import binascii
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from hermes_tui.transcript import Message
 
@@ -233,9 +234,7 @@ _PROSE_SECRET = re.compile(
 
 # Values that are not secrets but keywords, types or empty markers.
 _NOT_A_VALUE = frozenset(
-    """none null nil true false undefined yes no on off required optional empty unset
-    str string int integer bytes bool boolean any object dict list secretstr secretbytes
-    union callable type self cls os env redacted masked hidden omitted include omit same-origin""".split()
+    ["none", "null", "nil", "true", "false", "undefined", "yes", "no", "on", "off", "required", "optional", "empty", "unset", "str", "string", "int", "integer", "bytes", "bool", "boolean", "any", "object", "dict", "list", "secretstr", "secretbytes", "union", "callable", "type", "self", "cls", "os", "env", "redacted", "masked", "hidden", "omitted", "include", "omit", "same-origin"]
 )
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _WORD = re.compile(r"[A-Za-z_]+")

@@ -49,7 +49,7 @@ class MicroState:
     passes_total: int = 0
     tokens_saved_total: int = 0
 
-    def evolve(self, **changes: Any) -> "MicroState":
+    def evolve(self, **changes: Any) -> MicroState:
         return replace(self, **changes)
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from hermes_tui.compaction import prompts
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.faults import crash_point
 from hermes_tui.compaction.summarizer import Completion, Summarizer, SummarizerError
+from hermes_tui.faults import crash_point
 from hermes_tui.transcript import Message
 
 

@@ -5,11 +5,30 @@ imports the UI; long work (``download``) reports through a callback and stops wh
 ``threading.Event`` is set, so a screen can run it in a worker thread.
 """
 
-from hermes_tui.hub.catalog import CATALOG_PATH, ROLES, CatalogModel, default_compression_model, load_catalog
+from hermes_tui.hub.catalog import (
+    CATALOG_PATH,
+    ROLES,
+    CatalogModel,
+    default_compression_model,
+    load_catalog,
+)
 from hermes_tui.hub.downloads import DownloadProgress, download
-from hermes_tui.hub.errors import CatalogError, DownloadCancelled, HubError, HubUnreachable, NotEnoughSpace
+from hermes_tui.hub.errors import (
+    CatalogError,
+    DownloadCancelled,
+    HubError,
+    HubUnreachable,
+    NotEnoughSpace,
+)
 from hermes_tui.hub.hf import hf_cache_dir, hub_endpoint
-from hermes_tui.hub.local import LocalModel, UseResult, delete_model, find_local_model, local_models, use_model
+from hermes_tui.hub.local import (
+    LocalModel,
+    UseResult,
+    delete_model,
+    find_local_model,
+    local_models,
+    use_model,
+)
 
 __all__ = [
     "CATALOG_PATH",

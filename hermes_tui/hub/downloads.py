@@ -28,14 +28,22 @@ import shutil
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from hermes_tui.hub.catalog import REPO_ID
 from hermes_tui.hub.errors import DownloadCancelled, HubError, NotEnoughSpace
-from hermes_tui.hub.hf import first_line, hf_cache_dir, hub_endpoint, hub_errors, offline, unreachable
+from hermes_tui.hub.hf import (
+    first_line,
+    hf_cache_dir,
+    hub_endpoint,
+    hub_errors,
+    offline,
+    unreachable,
+)
 from hermes_tui.hub.local import looks_like_mlx
 
 # The files an MLX model folder needs: mlx_lm.utils.DEFAULT_ALLOW_PATTERNS, which
@@ -257,7 +265,7 @@ def _fetch_blob(
                 raise _ShortBody(f"the server sent {received} of {size} bytes")
         except DownloadCancelled:
             raise
-        except Exception as exc:  # noqa: BLE001 - sorted below: retry, one-line error, or re-raise
+        except Exception as exc:
             if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
                 raise NotEnoughSpace(
                     f"the disk filled up while downloading {repo_id} into {blobs}; "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 # progress(stage, done, total): "copying" and "writing" count bytes, "converting" counts
 # tensors, "reading" goes 0/1 then 1/1 (mx.load reads the whole file in one call).

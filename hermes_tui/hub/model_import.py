@@ -40,8 +40,8 @@ import re
 import shutil
 import struct
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hermes_tui import paths
 from hermes_tui.hub.gguf.convert import convert_gguf
@@ -182,10 +182,10 @@ def _check_mlx_folder(folder: Path) -> list[Path]:
 
 def _mlx_lm_knows(model_type: str) -> bool:
     try:
-        from mlx_lm.utils import MODEL_REMAPPING
+        from mlx_lm.utils import MODEL_REMAPPING as remapping  # noqa: N811 - a local name here
     except ImportError:  # pragma: no cover - older or newer mlx-lm layouts
-        MODEL_REMAPPING = {}
-    module = MODEL_REMAPPING.get(model_type, model_type).replace("-", "_")
+        remapping = {}
+    module = remapping.get(model_type, model_type).replace("-", "_")
     try:
         return importlib.util.find_spec(f"mlx_lm.models.{module}") is not None
     except (ImportError, ValueError):

@@ -454,7 +454,7 @@ def probe_server(
                 return ContextLimit(tokens, "server")
     except _Unreachable as exc:
         log.debug("context limit probe of %s: %s", base, exc)
-    except Exception:  # noqa: BLE001 - a probe must never take the caller down
+    except Exception:
         log.debug("context limit probe of %s failed", base, exc_info=True)
     return ContextLimit(trained, "server") if trained else None
 
@@ -613,7 +613,7 @@ def _write_cache(model_cfg: Any, limit: ContextLimit) -> None:
                 os.replace(tmp_name, path)
             finally:
                 Path(tmp_name).unlink(missing_ok=True)
-    except Exception:  # noqa: BLE001 - the cache is an optimization, never a failure
+    except Exception:
         log.debug("could not write the context limit cache", exc_info=True)
 
 
@@ -677,7 +677,7 @@ def resolve(model_cfg: Any, *, use_cache: bool = True, timeout: float = 5.0) -> 
             _write_cache(model_cfg, limit)
             return limit
         return from_table(model) or ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
-    except Exception:  # noqa: BLE001 - the caller needs a number, not a traceback
+    except Exception:
         log.debug("context limit resolution failed", exc_info=True)
         return ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
 
@@ -732,7 +732,7 @@ class ContextLimitResolver:
             if on_resolved is not None:
                 try:
                     on_resolved(limit)
-                except Exception:  # noqa: BLE001 - a callback bug must not vanish silently
+                except Exception:
                     log.exception("context limit callback failed")
 
         self._thread = threading.Thread(target=run, name="hermes-context-limit", daemon=True)

@@ -26,9 +26,10 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from hermes_tui import paths
 
@@ -165,7 +166,7 @@ class MlxJob:
     """
 
     def __init__(
-        self, worker: "_MlxThread", fn: Callable[[], Any], *, generation: bool = False,
+        self, worker: _MlxThread, fn: Callable[[], Any], *, generation: bool = False,
         cancel: Any = None, deadline: float | None = None, timeout: float | None = None,
         on_done: Callable[[], None] | None = None,
     ) -> None:
@@ -224,7 +225,7 @@ class MlxJob:
         if self.on_done is not None:
             try:
                 self.on_done()
-            except Exception:  # noqa: BLE001 - a caller's callback must not end the MLX thread
+            except Exception:
                 logging.getLogger(__name__).exception("on_done callback of an MLX job failed")
 
 
@@ -333,7 +334,7 @@ class MlxRuntime:
     public methods may be called from any thread and block until their job has run.
     """
 
-    _shared: "MlxRuntime | None" = None
+    _shared: MlxRuntime | None = None
 
     def __init__(self) -> None:
         self._models: dict[Path, LoadedModel] = {}
@@ -380,7 +381,7 @@ class MlxRuntime:
         return freed.wait(wait)  # False: still busy (a long prefill step), its arrays stay
 
     @classmethod
-    def shared(cls) -> "MlxRuntime":
+    def shared(cls) -> MlxRuntime:
         if cls._shared is None:
             cls._shared = cls()
         return cls._shared
@@ -499,7 +500,7 @@ class MlxRuntime:
         processed, prompt_tps = reused, 0.0
         prefill_started = time.perf_counter()
         try:
-            for processed in prefill(loaded.model, cache, tokens, reused):
+            for processed in prefill(loaded.model, cache, tokens, reused):  # noqa: B007 - read after the loop
                 check()
             for response in stream_generate(
                 loaded.model, loaded.tokenizer, mx.array(tokens[processed:]), max_tokens=max_tokens,
@@ -605,7 +606,7 @@ def _stop_at(text: str, stop: list[str]) -> int | None:
     return min(positions) if positions else None
 
 
-_RUNTIMES: "weakref.WeakSet[MlxRuntime]" = weakref.WeakSet()
+_RUNTIMES: weakref.WeakSet[MlxRuntime] = weakref.WeakSet()
 
 
 @atexit.register

@@ -27,26 +27,37 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError, Usage
+from hermes_tui.logs import get_logger
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
 from hermes_tui.session.session import usage_meta
-from hermes_tui.logs import get_logger
-from hermes_tui.tools.approval import (REPEAT_LIMIT, Action, ApprovalRequest, MemoryRuleStore, Mode,
-                                       RepeatTracker, Rule, RuleStore, build_request, decide)
+from hermes_tui.tools.approval import (
+    REPEAT_LIMIT,
+    Action,
+    ApprovalRequest,
+    MemoryRuleStore,
+    Mode,
+    RepeatTracker,
+    Rule,
+    RuleStore,
+    build_request,
+    decide,
+)
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import Workspace
 from hermes_tui.transcript import Message, wire_view
 
 if TYPE_CHECKING:
-    from hermes_tui.session.session import Session
     from hermes_tui.compaction.engine import PassReport
     from hermes_tui.config import AgentConfig
+    from hermes_tui.session.session import Session
 
 log = get_logger("agent")
 
@@ -119,7 +130,7 @@ class Tools:
     def all_rules(self) -> list[Rule]:
         try:
             kept = self.rules.rules(self.key)
-        except Exception as exc:  # an unreadable database must not stop the turn: no rules then
+        except Exception as exc:  # noqa: BLE001 - an unreadable database must not stop the turn
             log.warning("cannot read the approval rules: %s", exc)
             kept = []
         return kept + self.session_rules.rules(self.key)
@@ -281,7 +292,7 @@ class AgentTurn:
                     try:
                         self.session.append(tool_message(call["id"], call["function"]["name"],
                                                          ToolResult.stopped()))
-                    except Exception:  # the store is failing: the next open answers it "interrupted"
+                    except Exception:  # noqa: BLE001 - the store is failing: the next open answers it
                         log.warning("cannot store the result of call %s", call["id"])
 
     def _result(self, name: str, arguments: str, cancel: threading.Event) -> ToolResult:
@@ -322,7 +333,7 @@ class AgentTurn:
             if answer is Answer.ALWAYS:
                 try:
                     self.tools.rules.add(self.tools.key, rule)
-                except Exception as exc:  # allowed all the same; only the remembering failed
+                except Exception as exc:  # noqa: BLE001 - allowed all the same; only remembering failed
                     log.warning("cannot store the rule '%s': %s", rule, exc)
                     self.tools.session_rules.add(self.tools.key, rule)
             else:

@@ -14,13 +14,21 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
-from hermes_tui.session.agent import COMPLETED, MAX_STEPS, AgentListener, AgentResult, AgentTurn, Tools
-from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.config import Config
+from hermes_tui.session.agent import (
+    COMPLETED,
+    MAX_STEPS,
+    AgentListener,
+    AgentResult,
+    AgentTurn,
+    Tools,
+)
+from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.store import Store
 from hermes_tui.store.rules import StoredRules
 from hermes_tui.tools.base import ToolResult

@@ -12,7 +12,12 @@ from hermes_tui import paths
 from hermes_tui.config import Config
 from hermes_tui.hermes_sessions import HermesSession
 from hermes_tui.store import SessionInfo, Store
-from hermes_tui.store.hermes import HermesImportError, HermesSessionInfo, list_sessions, read_session
+from hermes_tui.store.hermes import (
+    HermesImportError,
+    HermesSessionInfo,
+    list_sessions,
+    read_session,
+)
 
 STATE_DB = "state.db"
 

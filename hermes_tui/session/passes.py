@@ -13,7 +13,8 @@ would not fit the window, and at the end of the turn.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.state import PassResult

@@ -14,8 +14,8 @@ gives it up once the reply and the pass in flight (between ``begin_work`` and
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from hermes_tui.chat.client import CANCELLED, ChatClient, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.compaction.batch import plan_batch
@@ -23,9 +23,9 @@ from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.micro import plan_micro_pass
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.config import Config
-from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import get_logger
+from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.transcript import Message, wire_view
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import Config, ConfigError, ConfigProblem
-from hermes_tui.compaction.summarizer import Summarizer
+from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
-from hermes_tui.hermes_sessions import read_transcript_file
 
 if TYPE_CHECKING:
     from hermes_tui.chat.client import ChatClient
@@ -97,13 +97,13 @@ def make_compactor(
 
 def open_session(
     config: Config,
-    store: "Store",
+    store: Store,
     *,
     session_id: str | None = None,
     title: str = "",
-    chat: "ChatClient | None" = None,
+    chat: ChatClient | None = None,
     summarizer: Summarizer | None = None,
-) -> "Session":
+) -> Session:
     """A new session, or a stored one resumed: its active rows, compaction state from its marker.
 
     The context window starts unresolved (occupancy null); call
@@ -112,10 +112,10 @@ def open_session(
     given their "interrupted" results, stored.
     """
     from hermes_tui.chat.select import make_chat_client
-    from hermes_tui.session.session import Session
     from hermes_tui.compaction.state import recover_state
     from hermes_tui.compaction.window import head_end
     from hermes_tui.conversation import Conversation
+    from hermes_tui.session.session import Session
 
     counter = make_counter(config)
     chat = chat or make_chat_client(config.model)

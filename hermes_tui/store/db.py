@@ -13,9 +13,9 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import sqlite_utils
 

@@ -48,9 +48,10 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from hermes_tui.hermes_sessions import HermesSession, convert_messages

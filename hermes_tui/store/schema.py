@@ -8,7 +8,7 @@ add the next one.
 from __future__ import annotations
 
 import sqlite3
-from typing import Callable
+from collections.abc import Callable
 
 MIGRATIONS: list[str] = [
     # 1: sessions and messages. A message row is never deleted by compaction: absorbed

@@ -15,9 +15,10 @@ import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
 from hermes_tui.faults import crash_point
@@ -79,7 +80,7 @@ class Store:
             self._leases.clear()
             close_database(self.path, self.conn)
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:

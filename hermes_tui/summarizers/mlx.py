@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
+from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
 
 CACHE_KEY = "compression"
 TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"  # named in the TIMEOUT message

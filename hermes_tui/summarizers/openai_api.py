@@ -19,24 +19,28 @@ object, so a proxy's error page or a wrong URL would otherwise surface as an
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import Any
 
 import openai
 
+from ..compaction.summarizer import Completion, SummarizerError
+from ..providers.failures import MALFORMED, TIMEOUT
 from ..providers.openai_errors import (
     Endpoint,
     connection_failure,
-    int_or_none as _int_or_none,
-    one_line as _one_line,
     post_chat_completions,
-    snippet as _snippet,
     status_failure,
 )
-from ..compaction.summarizer import Completion, SummarizerError
-from ..providers.failures import MALFORMED, TIMEOUT
+from ..providers.openai_errors import (
+    int_or_none as _int_or_none,
+)
+from ..providers.openai_errors import (
+    one_line as _one_line,
+)
+from ..providers.openai_errors import (
+    snippet as _snippet,
+)
 from ..providers.openai_http import TIMED_OUT, CallLimits, http_client
 from ..untrusted import NOT_JSON, InputError, load_json, model_text
 

@@ -6,8 +6,19 @@ turns one call into one result; ``approval.decide`` says whether a call may run;
 of kind ``external``.
 """
 
-from .approval import (Action, ApprovalRequest, Decision, MemoryRuleStore, Mode, RepeatTracker,
-                       Rule, RuleStore, build_request, check_command, decide)
+from .approval import (
+                       Action,
+                       ApprovalRequest,
+                       Decision,
+                       MemoryRuleStore,
+                       Mode,
+                       RepeatTracker,
+                       Rule,
+                       RuleStore,
+                       build_request,
+                       check_command,
+                       decide,
+)
 from .base import Status, Tool, ToolContext, ToolError, ToolKind, ToolResult, ToolStopped, Trust
 from .builtin import builtin_registry, builtin_tools
 from .registry import Call, ToolRegistry

@@ -28,9 +28,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 from .base import Tool, ToolKind, Trust
 

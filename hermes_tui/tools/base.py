@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any, ClassVar
 
 from hermes_tui.transcript import Message

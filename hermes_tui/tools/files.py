@@ -172,7 +172,7 @@ class Glob(Tool):
         pattern = arguments["pattern"].removeprefix("./")
         try:
             spec = pathspec.GitIgnoreSpec.from_lines([pattern])
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - pathspec raises several kinds for a bad pattern
             raise ToolError(f"invalid pattern {pattern!r}: {e}") from None
         rules = IgnoreRules(ws.root if ws.contains(base) else base)
         found: list[str] = []

@@ -11,8 +11,8 @@ cannot leave the workspace through one.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pathspec
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from .base import Tool, ToolContext, ToolError, ToolResult, ToolStopped, Status
+from .base import Status, Tool, ToolContext, ToolError, ToolResult, ToolStopped
 from .output import cap_text
 
 # What OpenAI-compatible APIs accept as a function name.
@@ -123,7 +124,7 @@ class ToolRegistry:
             return call.tool.preview(call.arguments, context)
         except ToolError as e:
             return ToolResult.error(one_line(str(e)) or f"{call.name} failed")
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a tool's bug becomes a result the model can read
             return ToolResult.error(f"{call.name} failed: {type(e).__name__}: {one_line(str(e))}")
 
     def run(self, call: Call, context: ToolContext) -> ToolResult:
@@ -137,7 +138,7 @@ class ToolRegistry:
                 result = ToolResult.stopped()
             except ToolError as e:
                 result = ToolResult.error(one_line(str(e)) or f"{call.name} failed")
-            except Exception as e:  # a tool's bug must not break the transcript
+            except Exception as e:  # noqa: BLE001 - a tool's bug must not break the transcript
                 message = one_line(str(e))
                 detail = f"{type(e).__name__}: {message}" if message else type(e).__name__
                 result = ToolResult.error(f"{call.name} failed: {detail}")

@@ -19,8 +19,9 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pathspec
 

@@ -24,8 +24,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .base import MAX_SHELL_TIMEOUT_S, Tool, ToolContext, ToolError, ToolKind, ToolResult
 from .output import HeadTail

@@ -26,17 +26,17 @@ from textual.screen import Screen
 from hermes_tui import paths
 from hermes_tui.chat.client import ChatClient
 from hermes_tui.chat.unavailable import UnavailableChat
-from hermes_tui.session.session import Session
-from hermes_tui.session.wiring import import_transcript
+from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
-from hermes_tui.store import Store, StoreError
-from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.providers.select import ProviderError
+from hermes_tui.session.session import Session
+from hermes_tui.session.wiring import import_transcript
+from hermes_tui.store import Store, StoreError
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.palette import SlashCommandsProvider
-from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.problems import QUIT, first_run_problem
+from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.first_run import FirstRunScreen
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ class HermesApp(App):
         self.resume(current) if current else self.new_session()
         self._show_problems()
 
-    def use_chat_model(self, choice: "ModelChoice") -> dict[str, Any]:
+    def use_chat_model(self, choice: ModelChoice) -> dict[str, Any]:
         """Make ``choice`` the chat model: write it to config.yaml (only the changed keys,
         through ``config_edit``), then reload the clients and the session as after the
         settings or models screen. Returns the changes written. Raises ConfigError."""

@@ -11,12 +11,19 @@ from __future__ import annotations
 import re
 
 from hermes_tui.chat.client import CANCELLED, ChatError
-from hermes_tui.config import ConfigError
-from hermes_tui.providers.mlx_runtime import ModelUnavailable
-from hermes_tui.store import SessionBusy, StoreError
 from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT, UNAVAILABLE
+from hermes_tui.config import ConfigError
+from hermes_tui.providers.failures import (
+    HTTP_4XX,
+    HTTP_5XX,
+    MALFORMED,
+    REFUSED,
+    TIMEOUT,
+    UNAVAILABLE,
+)
+from hermes_tui.providers.mlx_runtime import ModelUnavailable
 from hermes_tui.providers.select import ProviderError
+from hermes_tui.store import SessionBusy, StoreError
 
 SETTINGS = ("Open settings", "settings")
 MODELS = ("Open models", "models")

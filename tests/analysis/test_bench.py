@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.servers import free_port
+
 from hermes_tui.analysis import bench, bench_results
 from hermes_tui.analysis.bench import run_bench
 from hermes_tui.analysis.bench_results import BenchConfig, BenchRun, PassRow

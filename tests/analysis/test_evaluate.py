@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from helpers import ScriptedSummarizer, make_compactor, user, words
-from hermes_tui.chat.client import ChatDone, ChatError, Usage
+
 from hermes_tui.analysis.evaluate import (
     DECISION,
     OPEN_QUESTION,
@@ -22,7 +22,8 @@ from hermes_tui.analysis.evaluate import (
     plant,
     run_probes,
 )
-from hermes_tui.transcript import Message, parse_transcript
+from hermes_tui.chat.client import ChatDone, ChatError, Usage
+from hermes_tui.transcript import Message
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from support.servers import stop_server as _stop
+
 from hermes_tui.chat.client import (
     HTTP_4XX,
     MALFORMED,

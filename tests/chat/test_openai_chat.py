@@ -13,10 +13,25 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
-from support.openai_endpoint import FakeEndpoint, chunk, event, hang_up, send, sse_reply, start_stream, usage_chunk
-from support.servers import SERVER_START_TIMEOUT_S, free_port, server_log_tail, stop_server, wait_until_serving
 from support.drip_server import DripServer, wait_until
+from support.openai_endpoint import (
+    FakeEndpoint,
+    chunk,
+    event,
+    hang_up,
+    send,
+    sse_reply,
+    start_stream,
+    usage_chunk,
+)
+from support.servers import (
+    SERVER_START_TIMEOUT_S,
+    free_port,
+    server_log_tail,
+    stop_server,
+    wait_until_serving,
+)
+
 from hermes_tui.chat.client import (
     CANCELLED,
     HTTP_4XX,
@@ -183,7 +198,7 @@ def test_mlx_server_killed_mid_stream(tiny_model, hf_offline_env, tmp_path):
     try:
         try:
             wait_until_serving(process, root, model, log_path, time.monotonic() + SERVER_START_TIMEOUT_S)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported with the server's log
             pytest.fail(f"could not start the server: {exc}\n{server_log_tail(log_path)}")
 
         client = OpenAIChatClient(f"{root}/v1", model, timeout=30)

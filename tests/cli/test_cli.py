@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.cli import CLI_TIMEOUT_S, COMPACT, ENTRY_POINTS, SCRIPT, explain, run_cli, write_json
 from support.servers import free_port
 
@@ -164,11 +163,11 @@ class SessionBuilder:
         self.messages: list[dict[str, Any]] = []
         self._ids = 0
 
-    def say(self, role: str, content: str) -> "SessionBuilder":
+    def say(self, role: str, content: str) -> SessionBuilder:
         self.messages.append({"role": role, "content": content})
         return self
 
-    def step(self, text: str, tool: str, arguments: dict[str, Any], result: str) -> "SessionBuilder":
+    def step(self, text: str, tool: str, arguments: dict[str, Any], result: str) -> SessionBuilder:
         self._ids += 1
         call_id = f"call_{self._ids:03d}"
         self.messages.append({

@@ -11,19 +11,32 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support.cli import COMPACT, explain, run_cli
 from support.hermes_home import (
-    A3, BRANCH_USER, MICRO_ROW, SYSTEM, T2, U1, U2, A2, A2b, U3, batch_text, build_hermes_home, expected_active,
-    fingerprint, micro_text, shape,
+    A2,
+    A3,
+    BRANCH_USER,
+    MICRO_ROW,
+    SYSTEM,
+    T2,
+    U1,
+    U2,
+    U3,
+    A2b,
+    batch_text,
+    build_hermes_home,
+    expected_active,
+    fingerprint,
+    micro_text,
+    shape,
 )
 
 from hermes_tui import paths
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import read_marker
+from hermes_tui.config import Config
 from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.session.wiring import import_transcript
-from hermes_tui.config import Config
 from hermes_tui.store import Store
 from hermes_tui.transcript import MICRO
 

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import ScriptedSummarizer, agent_session, make_compactor, words
+
+from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.prompts import NOTHING_NEW, append_prompt
 from hermes_tui.compaction.summarize import SummaryRequest
-from hermes_tui.conversation import Conversation
-from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.conversation import Conversation
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import parse_transcript
 
@@ -45,7 +45,7 @@ def test_the_summary_grows_only_at_its_end(guard):
     compactor, conv = appending(summarizer, guard=guard)
     conv.extend(agent_session(exchanges=12, size=120))
     bodies = []
-    for n in range(1, 7):
+    for _ in range(1, 7):
         assert compactor.micro_pass(conv).outcome == "absorbed"
         bodies.append(facts.body_of(compactor.rolling_summary, compactor.state.facts))
         assert summarizer.requests[-1].kind == "append"

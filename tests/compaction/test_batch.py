@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from helpers import ScriptedSummarizer, agent_session, assert_tools_paired, failing, make_compactor, user_texts
+from helpers import (
+    ScriptedSummarizer,
+    agent_session,
+    assert_tools_paired,
+    failing,
+    make_compactor,
+    user_texts,
+)
 
 from hermes_tui.compaction import batch
 

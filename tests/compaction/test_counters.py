@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from helpers import ScriptedSummarizer, agent_session, exchange, make_compactor, user
+
 from hermes_tui.conversation import Conversation
 from hermes_tui.store import Store
 from hermes_tui.tokens import count_message

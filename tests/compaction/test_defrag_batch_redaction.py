@@ -8,6 +8,7 @@ shape), and the model writes one out on its own.
 from __future__ import annotations
 
 from helpers import ScriptedSummarizer, agent_session, make_compactor, words
+
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.transcript import MICRO, make_marker
 

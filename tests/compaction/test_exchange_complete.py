@@ -8,6 +8,7 @@ carries on; its missing result never comes, since results follow their call.
 from __future__ import annotations
 
 from helpers import ScriptedSummarizer, assistant, exchange, make_compactor, results, user
+
 from hermes_tui.transcript import Message
 
 

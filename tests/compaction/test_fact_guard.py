@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from helpers import ScriptedSummarizer, make_compactor, user, words
+
 from hermes_tui.compaction import checks, facts
 from hermes_tui.compaction.micro import DEFRAG_MAX_RATIO
 from hermes_tui.compaction.redaction import REDACTED

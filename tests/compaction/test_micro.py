@@ -6,7 +6,6 @@ import json
 import logging
 
 import pytest
-
 from helpers import (
     ScriptedSummarizer,
     agent_session,
@@ -19,6 +18,7 @@ from helpers import (
     words,
 )
 from window_oracle import expected_tail_start
+
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.telemetry import MICRO_FIELDS, MICRO_PREFIX
 from hermes_tui.conversation import Conversation

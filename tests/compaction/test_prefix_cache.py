@@ -8,11 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from hermes_tui.compaction.prefix import CacheTally, RequestCost, common_prefix_messages, request_cost
+from hermes_tui.compaction.prefix import (
+    CacheTally,
+    RequestCost,
+    common_prefix_messages,
+    request_cost,
+)
 from hermes_tui.config import Config
+from hermes_tui.session.wiring import make_counter
 from hermes_tui.tokens import count_messages
 from hermes_tui.transcript import parse_transcript
-from hermes_tui.session.wiring import make_counter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

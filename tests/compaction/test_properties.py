@@ -44,18 +44,18 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-
 from window_oracle import expected_head_end, expected_tail_start
+
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
 from hermes_tui.store import Store
-from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.tokens import EstimateCounter, count_message
 from hermes_tui.transcript import (
     MARKER_FOOTER,
@@ -68,12 +68,7 @@ from hermes_tui.transcript import (
 
 # --- content ----------------------------------------------------------------------
 
-_VOCAB = (
-    "the model read file app/models.py and found that save() drops the second row when "
-    "retry helper is called twice so tests fail with KeyError in handler; then it ran pytest "
-    "again, patched config loader, checked logs, listed directory src, grep for usages of "
-    "session flush, reverted change, opened issue about timeout"
-).split()
+_VOCAB = ["the", "model", "read", "file", "app/models.py", "and", "found", "that", "save()", "drops", "the", "second", "row", "when", "retry", "helper", "is", "called", "twice", "so", "tests", "fail", "with", "KeyError", "in", "handler;", "then", "it", "ran", "pytest", "again,", "patched", "config", "loader,", "checked", "logs,", "listed", "directory", "src,", "grep", "for", "usages", "of", "session", "flush,", "reverted", "change,", "opened", "issue", "about", "timeout"]
 
 _call_ids = itertools.count()
 

@@ -12,6 +12,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.secret_corpus import KINDS
 
 from hermes_tui.compaction.redaction import (
     REDACTED,
@@ -22,7 +23,6 @@ from hermes_tui.compaction.redaction import (
     redact_message,
 )
 from hermes_tui.transcript import Message
-from support.secret_corpus import KINDS
 
 R = REDACTED
 
@@ -101,7 +101,7 @@ REDACT_CASES = [
     ("env single quoted", f"SECRET_KEY='{PASSWORD2}'", f"SECRET_KEY='{R}'"),
     ("pgpassword", f"PGPASSWORD={PASSWORD} psql -h db", f"PGPASSWORD={R} psql -h db"),
     ("yaml", f"passwd: {PASSWORD}", f"passwd: {R}"),
-    ("yaml indented", f"  secret: s3cr3t!", f"  secret: {R}"),
+    ("yaml indented", "  secret: s3cr3t!", f"  secret: {R}"),
     ("yaml quoted", f"  password: '{PASSWORD}'", f"  password: '{R}'"),
     ("uppercase key", f"PASSWORD: {PASSWORD}", f"PASSWORD: {R}"),
     ("mixed case key", f"Api_Key = {PASSWORD2}", f"Api_Key = {R}"),

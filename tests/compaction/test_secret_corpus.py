@@ -21,18 +21,21 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
 from helpers import make_compactor
-from hermes_tui.compaction.checks import looks_like_instructions
-from hermes_tui.compaction.summarize import SummaryRequest
+from support.secret_corpus import (
+    INJECTIONS,
+    KINDS,
+    EchoSummarizer,
+    RecordingSummarizer,
+    in_url,
+)
+
 from hermes_tui.analysis.replay import replay
-from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.transcript import parse_transcript
-from support.secret_corpus import INJECTIONS, KINDS, EchoSummarizer, RecordingSummarizer, in_url, sent_texts
 
 CLI_TIMEOUT_S = 300
 INJECTION_MARKS = ("rm -rf ~/work", "id_rsa to", "contents of .env", "push to main")
@@ -165,7 +168,7 @@ class EchoEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
                 endpoint.bodies.append(body)
                 request = json.loads(body)
@@ -191,7 +194,7 @@ class EchoEndpoint:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "EchoEndpoint":
+    def __enter__(self) -> EchoEndpoint:
         self.thread.start()
         return self
 

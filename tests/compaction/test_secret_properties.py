@@ -15,20 +15,16 @@ import dataclasses
 import json
 from urllib.parse import quote
 
+from helpers import make_compactor
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support.secret_corpus import KINDS, EchoSummarizer, RecordingSummarizer, in_url
 
-from helpers import make_compactor
-from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.analysis.replay import replay
+from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.transcript import Message
-from support.secret_corpus import KINDS, in_url
-from support.secret_corpus import EchoSummarizer, RecordingSummarizer
 
-_VOCAB = (
-    "the assistant read app/models.py and ran pytest -q; 3 tests failed with KeyError in handler "
-    "then it patched config/loader.py, checked logs, listed src and grep for session flush"
-).split()
+_VOCAB = ["the", "assistant", "read", "app/models.py", "and", "ran", "pytest", "-q;", "3", "tests", "failed", "with", "KeyError", "in", "handler", "then", "it", "patched", "config/loader.py,", "checked", "logs,", "listed", "src", "and", "grep", "for", "session", "flush"]
 
 LABELS = ["", "Error: ", "fatal: ", "RuntimeError: ", "WARNING: ", "remote: ", "> ", "- ", "note: "]
 ORDERS = [

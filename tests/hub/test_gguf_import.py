@@ -23,6 +23,7 @@ gguf = pytest.importorskip("gguf")
 mx = pytest.importorskip("mlx.core")
 
 from gguf import GGMLQuantizationType as Q  # noqa: E402
+from support.gguf_files import gguf_tensor_name, llama_cpp_permute, quantize_q4_k, write_gguf  # noqa: E402
 
 from hermes_tui.cli.models import add_import_parser  # noqa: E402
 from hermes_tui.hub.gguf import convert as gguf_convert  # noqa: E402
@@ -31,7 +32,6 @@ from hermes_tui.hub.gguf import quants as gguf_quants  # noqa: E402
 from hermes_tui.hub.gguf import tokenizer as gguf_tokenizer  # noqa: E402
 from hermes_tui.hub.import_common import ModelImportError  # noqa: E402
 from hermes_tui.hub.model_import import import_model  # noqa: E402
-from support.gguf_files import gguf_tensor_name, llama_cpp_permute, quantize_q4_k, write_gguf  # noqa: E402
 
 PROMPT_MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -293,8 +293,8 @@ def test_pre_tokenizer_regexes_match_transformers():
     splits = getattr(mapping, "GGUF_PRE_TOKENIZER_SPLITS", None)
     if splits is None:
         pytest.skip("this transformers has no GGUF pre-tokenizer table")
-    assert gguf_tokenizer._LLAMA3_SPLIT == splits["llama-bpe"]
-    assert gguf_tokenizer._QWEN2_SPLIT == splits["qwen2"]
+    assert splits["llama-bpe"] == gguf_tokenizer._LLAMA3_SPLIT
+    assert splits["qwen2"] == gguf_tokenizer._QWEN2_SPLIT
     for name, family in gguf_tokenizer._SPLIT_FAMILIES.items():
         if name in splits:
             want = gguf_tokenizer._LLAMA3_SPLIT if family == "llama3" else gguf_tokenizer._QWEN2_SPLIT
@@ -352,7 +352,7 @@ def test_llama3_rope_freqs_become_rope_scaling(tiny_model, gguf_dir, tmp_path, h
     assert np.allclose(logits(got, ids), logits(want, ids), atol=1e-5)
 
 
-def train_sentencepiece() -> "object":
+def train_sentencepiece() -> object:
     import io
 
     sentencepiece = pytest.importorskip("sentencepiece")

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-
-from support.servers import free_port
 from support.fake_hub import FakeHub, FakeRepo
+from support.servers import free_port
+
 from hermes_tui import hub
-from hermes_tui.hub import downloads
 from hermes_tui.config import Config, load_config, save_config
+from hermes_tui.hub import downloads
 
 REPO = "tiny/model-4bit"
 CLI = [sys.executable, "-m", "hermes_tui.cli"]

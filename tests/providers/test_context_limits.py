@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.servers import free_port
 
-from hermes_tui.providers import context_limits as cl
 from hermes_tui.config import ModelConfig
+from hermes_tui.providers import context_limits as cl
 from hermes_tui.providers.context_limits import (
     DEFAULT_CONTEXT_LIMIT,
     ContextLimit,
@@ -30,8 +31,6 @@ from hermes_tui.providers.context_limits import (
     probe_server,
     resolve,
 )
-
-from support.servers import free_port
 
 # --------------------------------------------------------------------------- a fake server
 

@@ -10,19 +10,24 @@ import threading
 import time
 
 import pytest
-
 from helpers import agent_session
+
 from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError
 from hermes_tui.chat.mlx_chat import MlxChatClient
 from hermes_tui.compaction.prompts import absorb_prompt
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable, resolve_model_path
-from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
-from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.providers.mlx_runtime import (
+    GenerationAborted,
+    MlxRuntime,
+    ModelUnavailable,
+    resolve_model_path,
+)
 from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.summarizers.mlx import MlxSummarizer
 
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]
 
@@ -82,7 +87,7 @@ def test_cancel_stops_a_generation_in_flight(runtime, tiny_model):
     seen = 0
     started = time.perf_counter()
     with pytest.raises(ChatError) as info:
-        for event in client.stream(CHAT, max_tokens=5000, cancel=cancel):
+        for _event in client.stream(CHAT, max_tokens=5000, cancel=cancel):
             seen += 1
             cancel.set()
     assert info.value.kind == CANCELLED

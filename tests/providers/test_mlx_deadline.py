@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.providers.failures import TIMEOUT
+from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
 from hermes_tui.summarizers.mlx import MlxSummarizer
 
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]

@@ -9,10 +9,10 @@ from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.chat.select import make_chat_client
 from hermes_tui.config import Config
 from hermes_tui.providers import select
-from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
+from hermes_tui.summarizers.select import make_summarizer
 
 
 def cfg(**dotted):

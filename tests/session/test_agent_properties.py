@@ -24,20 +24,19 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
+from helpers import ScriptedModel, check_request
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from helpers import ScriptedModel, check_request
-from hermes_tui.session.agent import AgentListener, AgentTurn, Tools
 from hermes_tui.config import Config
+from hermes_tui.session.agent import AgentListener, AgentTurn, Tools
+from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
-from hermes_tui.session.wiring import open_session
 
 KINDS = ("read", "shell", "edit", "malformed", "unknown")
 FILE_TEXT = "".join(f"line {n}: the quick brown fox jumps over the lazy dog {n}\n" for n in range(40))

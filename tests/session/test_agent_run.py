@@ -17,18 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.servers import stop_server as _stop
-from hermes_tui.session.agent import COMPLETED, STOPPED, Answer, AgentListener, AgentTurn, Tools
+
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.session.agent import COMPLETED, STOPPED, AgentListener, AgentTurn, Answer, Tools
+from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.store.rules import StoredRules
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.approval import Action, Mode, Rule
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
-from hermes_tui.session.wiring import open_session
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tests" / "support" / "scripted_openai_server.py"

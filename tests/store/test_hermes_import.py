@@ -14,19 +14,41 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from helpers import ScriptedSummarizer, make_compactor
 from support.hermes_home import (
-    A1, A1b, A2, A2b, BATCH_ROW, BRANCH_USER, END, MICRO_ROW, MICRO_SUMMARY, OOPS, OOPS_REPLY, PREAMBLE, SECRET, SYSTEM, T1, T2,
-    U1, U2, U3, batch_text, build_hermes_home, expected_active, fingerprint, micro_text, shape,
+    A1,
+    A2,
+    BATCH_ROW,
+    BRANCH_USER,
+    END,
+    MICRO_ROW,
+    MICRO_SUMMARY,
+    OOPS,
+    OOPS_REPLY,
+    PREAMBLE,
+    SECRET,
+    SYSTEM,
+    T1,
+    T2,
+    U1,
+    U2,
+    U3,
+    A1b,
+    A2b,
+    batch_text,
+    build_hermes_home,
+    expected_active,
+    fingerprint,
+    micro_text,
+    shape,
 )
+
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import CONTENT, is_marker, read_marker
 from hermes_tui.compaction.state import recover_state
 from hermes_tui.hermes_sessions import convert_messages, parse_session_file
 from hermes_tui.store.hermes import HermesImportError, list_sessions, read_session
 from hermes_tui.transcript import BATCH, MICRO, Message, TranscriptError, parse_transcript
-
 
 # --- the database ---------------------------------------------------------------------------
 

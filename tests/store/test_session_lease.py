@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import agent_session
+
 from hermes_tui import paths
-from hermes_tui.store import SessionBusy, Store, StoreError
-from hermes_tui.store import lease
+from hermes_tui.store import SessionBusy, Store, StoreError, lease
 from hermes_tui.transcript import Message
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import (
     ScriptedSummarizer,
     agent_session,
@@ -29,17 +28,17 @@ from helpers import (
     user_texts,
     words,
 )
+
 from hermes_tui.cli import root as cli
 from hermes_tui.compaction.state import MicroState, recover_state
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.window import head_end
-from hermes_tui.store import Store, StoreError
+from hermes_tui.store import Store, StoreError, ownership
 from hermes_tui.store import db as store_db
-from hermes_tui.store import ownership
-from hermes_tui.store.ownership import APPLICATION_ID
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages, to_json, to_markdown
+from hermes_tui.store.ownership import APPLICATION_ID
 from hermes_tui.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, user_version
-from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.transcript import Message
 
 # --- helpers ---------------------------------------------------------------------------
@@ -655,7 +654,7 @@ def test_resume_loads_the_live_conversation_and_continues_where_it_stopped(db_pa
 
     # Both continue with the same turns and make the same passes: nothing is absorbed twice.
     seen = set()
-    for n in range(4):
+    for _ in range(4):
         turn = exchange(80)
         s.conv.extend(turn)
         live = s.compactor.micro_pass(s.conv)  # the live process, now without its (closed) store

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import assert_tools_paired
+
 from hermes_tui.store import Store
 from hermes_tui.transcript import Message, parse_transcript
 

@@ -20,15 +20,22 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import (
+    ScriptedSummarizer,
+    assert_tools_paired,
+    assistant,
+    make_compactor,
+    results,
+    words,
+)
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from helpers import ScriptedSummarizer, assert_tools_paired, assistant, make_compactor, results, words
 from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.store import Store
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages
-from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.transcript import Message
 
 OUTCOMES = ("valid", "valid", "valid", "empty", "grown", "instructions", "error")

@@ -7,12 +7,12 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-
 from support.drip_server import MODES, DripServer, wait_until
 from support.openai_endpoint import FakeEndpoint, send
+
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.providers.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT
 from hermes_tui.providers.select import resolve_api_key
@@ -295,6 +295,7 @@ def test_a_slow_drip_ends_at_the_deadline(mode):
 @pytest.mark.timeout(60)
 def test_a_pass_against_a_slow_drip_fails_with_timeout(hermes_home):
     from helpers import agent_session
+
     from hermes_tui.config import Config
     from hermes_tui.conversation import Conversation
     from hermes_tui.session.wiring import make_compactor, make_counter
@@ -328,10 +329,11 @@ def test_a_slow_answer_within_the_deadline_is_read_whole():
 
 def test_lone_surrogates_in_a_summary_are_repaired_and_the_pass_stores(endpoint, tmp_path, hermes_home):
     from helpers import agent_session
+
     from hermes_tui.config import Config
     from hermes_tui.conversation import Conversation
-    from hermes_tui.store import Store
     from hermes_tui.session.wiring import make_compactor, make_counter
+    from hermes_tui.store import Store
 
     body = json.dumps(chat_completion("- Ran the tests: \\ud800 all green \\ud83d\\ude00."))
     # json.dumps escaped our backslashes: undo that so the server sends JSON escapes of surrogates

@@ -8,9 +8,10 @@ import json
 import threading
 import time
 
-from hermes_tui.config import Config
-from hermes_tui.store import Store
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
+from hermes_tui.config import Config
+from hermes_tui.session.wiring import open_session
+from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import Message
 from hermes_tui.tui.app import HermesApp
@@ -18,7 +19,6 @@ from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.message_views import InfoNote
 from hermes_tui.tui.widgets.status_bar import StatusBar
-from hermes_tui.session.wiring import open_session
 
 REPLY = 6          # tokens per reply: the tiny model never stops by itself
 SIZE = (100, 30)

@@ -89,7 +89,7 @@ class DripServer:
             name="drip-server",
         )
 
-    def __enter__(self) -> "DripServer":
+    def __enter__(self) -> DripServer:
         self._thread.start()
         return self
 

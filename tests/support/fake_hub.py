@@ -59,7 +59,7 @@ class FakeRepo:
         return hashlib.sha256(data).hexdigest() if path in self.lfs else git_blob_id(data)
 
     @classmethod
-    def from_folder(cls, repo_id: str, folder: Path, *, extra: dict[str, bytes] | None = None) -> "FakeRepo":
+    def from_folder(cls, repo_id: str, folder: Path, *, extra: dict[str, bytes] | None = None) -> FakeRepo:
         files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
         files.update(extra or {})
         lfs = {name for name in files if name.endswith(".safetensors") or len(files[name]) > 10_000}
@@ -85,7 +85,7 @@ class FakeHub:
         self.url = ""
 
     # --- lifecycle ---------------------------------------------------------------------
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         hub = self
 
         class Handler(_Handler):
@@ -128,14 +128,14 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeHub
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet server
+    def log_message(self, format: str, *args) -> None:
         pass
 
     # --- routing -----------------------------------------------------------------------
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._route("HEAD")
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._route("GET")
 
     def _route(self, method: str) -> None:

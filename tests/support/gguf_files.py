@@ -108,7 +108,7 @@ def write_gguf(
     arch: str = "llama",
     tokenizer_model: str = "gpt2",
     rope_freqs: list[float] | None = None,
-    type_of: "callable | None" = None,
+    type_of: callable | None = None,
     spm: dict | None = None,
 ) -> Path:
     """The tiny model as a llama.cpp-style GGUF; returns the path.

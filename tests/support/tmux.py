@@ -7,7 +7,6 @@ set), where ``.ci/run`` installs it, so these tests can never silently stop runn
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys

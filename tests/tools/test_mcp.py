@@ -16,12 +16,22 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-
 from support.servers import free_port
+
 from hermes_tui import paths
 from hermes_tui.config import McpServerConfig
-from hermes_tui.tools import (Action, Mode, Rule, Status, ToolContext, ToolRegistry, Workspace, build_request,
-                              builtin_registry, decide)
+from hermes_tui.tools import (
+    Action,
+    Mode,
+    Rule,
+    Status,
+    ToolContext,
+    ToolRegistry,
+    Workspace,
+    build_request,
+    builtin_registry,
+    decide,
+)
 from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.mcp.launch import LaunchError, http_headers
 from hermes_tui.tools.mcp.names import namespaced

@@ -4,11 +4,23 @@ workspace (with a symlink out), so "outside" is what the boundary says it is."""
 
 from __future__ import annotations
 
-
 import pytest
 
-from hermes_tui.tools import (Action, MemoryRuleStore, Mode, RepeatTracker, Rule, Tool, ToolKind,
-                              Trust, Workspace, build_request, builtin_registry, check_command, decide)
+from hermes_tui.tools import (
+    Action,
+    MemoryRuleStore,
+    Mode,
+    RepeatTracker,
+    Rule,
+    Tool,
+    ToolKind,
+    Trust,
+    Workspace,
+    build_request,
+    builtin_registry,
+    check_command,
+    decide,
+)
 
 A, Q, D = Action.ALLOW, Action.ASK, Action.DENY
 RO, ASK, AE, FULL = Mode.READ_ONLY, Mode.ASK, Mode.AUTO_EDIT, Mode.FULL

@@ -8,8 +8,17 @@ import time
 
 import pytest
 
-from hermes_tui.tools import (Status, Tool, ToolContext, ToolError, ToolKind, ToolRegistry,
-                              ToolResult, Workspace, builtin_registry)
+from hermes_tui.tools import (
+    Status,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    ToolRegistry,
+    ToolResult,
+    Workspace,
+    builtin_registry,
+)
 
 
 class Boom(Tool):

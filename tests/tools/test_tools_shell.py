@@ -10,7 +10,6 @@ import time
 import tracemalloc
 from pathlib import Path
 
-
 from hermes_tui.tools import Status, ToolContext, Workspace, builtin_registry
 from hermes_tui.tools.shell import shell_environment
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.chat_app import make_config
 
 from hermes_tui.store import Store
-from support.chat_app import make_config
 
 
 @pytest.fixture

@@ -19,21 +19,16 @@ where ``.ci/run`` installs it, so the test can never silently stop running there
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 import time
-import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from support.tmux import _app_command, wait_for
 
 from hermes_tui.store import Store
-from support.tmux import HEIGHT, WIDTH, Tmux, _app_command, _ci, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -13,6 +13,25 @@ import json
 import time
 from pathlib import Path
 
+from support.chat_app import (
+    REPLY,
+    SIZE,
+    FailingSummarizer,
+    GatedMlxSummarizer,
+    GatedSummarizer,
+    RecordingSummarizer,
+    app_for,
+    app_test,
+    coding_session,
+    label,
+    notes,
+    settle,
+    shown_ids,
+    store_session,
+    type_and_send,
+    until,
+    views,
+)
 from textual.command import CommandList, CommandPalette
 
 from hermes_tui.cli import root as cli
@@ -22,14 +41,13 @@ from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.message_views import (
-    AssistantMessage, MarkerMessage, ToolCallView, ToolResultMessage, UserMessage,
+    AssistantMessage,
+    MarkerMessage,
+    ToolCallView,
+    ToolResultMessage,
+    UserMessage,
 )
 from hermes_tui.tui.widgets.status_bar import StatusBar
-from support.chat_app import (
-    REPLY, SIZE, FailingSummarizer, GatedMlxSummarizer, GatedSummarizer, RecordingSummarizer, app_for, app_test,
-    coding_session, label, notes, settle, shown_ids, store_session, type_and_send, until, views,
-)
-
 
 # --- a turn --------------------------------------------------------------------------------
 
@@ -258,7 +276,7 @@ async def test_usage_summary_help_and_unknown_commands(config, store):
         # (/model opens the model picker: tests/tui/test_tui_chat_controls.py)
         for command in ("/usage", "/summary", "/help", "/nonsense"):
             await type_and_send(pilot, command)
-            await until(pilot, lambda: len(notes(screen)) == ("/usage", "/summary", "/help",
+            await until(pilot, lambda command=command: len(notes(screen)) == ("/usage", "/summary", "/help",
                                                               "/nonsense").index(command) + 1, command)
         usage, summary, help_, unknown = notes(screen)
         u = screen.session.usage()

@@ -11,6 +11,20 @@ import time
 from pathlib import Path
 
 import yaml
+from support.chat_app import (
+    REPLY,
+    SIZE,
+    GatedSummarizer,
+    app_for,
+    app_test,
+    label,
+    notes,
+    settle,
+    store_session,
+    type_and_send,
+    until,
+    views,
+)
 from textual import events
 from textual.widgets import Input, OptionList
 from textual.widgets._footer import FooterKey
@@ -25,10 +39,6 @@ from hermes_tui.tui.screens.model_picker import ModelPicker
 from hermes_tui.tui.screens.settings import SettingsScreen
 from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.message_views import AssistantMessage, MarkerMessage
-
-from support.chat_app import (
-    REPLY, SIZE, GatedSummarizer, app_for, app_test, label, notes, settle, store_session, type_and_send, until, views,
-)
 
 LONG = 4000     # tokens: a reply that is still streaming when Escape is pressed
 USER_COMMENT = "# my own note about the chat model\n"

@@ -23,16 +23,17 @@ from pathlib import Path
 import mlx_lm  # noqa: F401 - imported on the main thread before any worker loads a model
 import pytest
 import yaml
+from support.chat_app import REPLY, app_test, type_and_send, until
+from support.fake_hub import FakeHub, FakeRepo
 from textual.app import App
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList, Static
 
-from support.fake_hub import FakeHub, FakeRepo
 from hermes_tui import hub, paths
-from hermes_tui.hub import downloads
 from hermes_tui.analysis import bench_results
 from hermes_tui.analysis.bench_results import BenchRun, PassRow
 from hermes_tui.config import Config, load_config, save_config
+from hermes_tui.hub import downloads
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.bench import BenchScreen, DurationBar, model_label
@@ -40,7 +41,6 @@ from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen
 from hermes_tui.tui.screens.models import ImportDialog, ModelsScreen
-from support.chat_app import REPLY, app_test, type_and_send, until
 
 SIZE = (120, 40)
 CAP = 32  # tokens a benchmark pass may generate: the tiny model never stops by itself

@@ -11,34 +11,34 @@ from __future__ import annotations
 
 import difflib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from helpers import exchange, make_compactor, user
+from support.hermes_home import build_hermes_home, expected_active, fingerprint, shape
 from textual.app import App
 from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static, Switch
 
 from hermes_tui.chat.client import ChatError
+from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import Config, ConfigError, ConfigProblem, default_config_text, load_config
 from hermes_tui.config_edit import changed_values, edit_config_text, save_changes
 from hermes_tui.providers.mlx_runtime import MISSING_MODEL_HELP, ModelUnavailable
+from hermes_tui.providers.select import ProviderError
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
-from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.providers.select import ProviderError
 from hermes_tui.transcript import Message
-from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
 from hermes_tui.tui.problems import first_run_actions, first_run_problem
+from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen
+from hermes_tui.tui.screens.hermes_import import HermesImportDialog
 from hermes_tui.tui.screens.sessions import ExportDialog, SessionsScreen, human_time
 from hermes_tui.tui.screens.settings import SettingsScreen
-from hermes_tui.tui.screens.hermes_import import HermesImportDialog
-from support.hermes_home import build_hermes_home, expected_active, fingerprint, shape
 
 # Noon UTC: the same calendar day in (nearly) every time zone, so dates render the same.
 DAY = 86_400
-T0 = datetime(2023, 3, 14, 12, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2023, 3, 14, 12, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture

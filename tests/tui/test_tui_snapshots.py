@@ -8,12 +8,12 @@ Update after an intended change of look: ``uv run pytest tests/tui/test_tui_snap
 from __future__ import annotations
 
 import pytest
+from support.chat_app import REPLY, make_config, store_session
 
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.message_views import MarkerMessage, ToolCallView
-from support.chat_app import REPLY, make_config, store_session
 
 
 @pytest.fixture

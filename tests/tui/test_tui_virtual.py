@@ -12,21 +12,34 @@ import threading
 import time
 
 import pytest
+from support.chat_app import app_for, app_test, make_config, shown_ids, until, views
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 from textual.widgets._footer import FooterKey
 
 from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
+from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import Message, make_marker
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.message_views import (
-    STREAM_INTERVAL, AssistantMessage, InfoNote, MarkerMessage, ToolCallView, UserMessage,
+    STREAM_INTERVAL,
+    AssistantMessage,
+    InfoNote,
+    MarkerMessage,
+    ToolCallView,
+    UserMessage,
 )
-from hermes_tui.tui.widgets.messages import BUDGET, MIN_VIEWS, WINDOW, EarlierMessages, MessageList, WaitingNote, weight
-from hermes_tui.session.wiring import open_session
-from support.chat_app import app_for, app_test, make_config, shown_ids, until, views
+from hermes_tui.tui.widgets.messages import (
+    BUDGET,
+    MIN_VIEWS,
+    WINDOW,
+    EarlierMessages,
+    MessageList,
+    WaitingNote,
+    weight,
+)
 
 SIZE = (100, 30)
 LONG = 300

@@ -8,11 +8,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hermes_tui.hub.gguf.header import GGUFHeader, MLX_QUANTIZED, md_value
+from hermes_tui.hub.gguf.header import MLX_QUANTIZED, GGUFHeader, md_value
 from hermes_tui.hub.gguf.quants import q4_k_to_mlx, spot_check
 from hermes_tui.hub.gguf.tokenizer import build_tokenizer
-from hermes_tui.hub.import_common import ModelImportError, ProgressFn, SHARD_BYTES, brief, write_json
-
+from hermes_tui.hub.import_common import (
+    SHARD_BYTES,
+    ModelImportError,
+    ProgressFn,
+    brief,
+    write_json,
+)
 
 # llama.cpp tensor names -> mlx_lm llama names (the suffix, .weight/.scales/.biases/.bias,
 # is kept).

@@ -7,8 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_tui.hub.import_common import ModelImportError, SUPPORTED_ARCHITECTURES, SUPPORTED_TOKENIZERS, brief
-
+from hermes_tui.hub.import_common import (
+    SUPPORTED_ARCHITECTURES,
+    SUPPORTED_TOKENIZERS,
+    ModelImportError,
+    brief,
+)
 
 GGUF_MAGIC = b"GGUF"
 

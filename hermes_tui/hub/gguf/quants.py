@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hermes_tui.hub.gguf.header import GGUFTensor, MLX_QUANTIZED
+from hermes_tui.hub.gguf.header import MLX_QUANTIZED, GGUFTensor
 from hermes_tui.hub.import_common import ModelImportError
 
 

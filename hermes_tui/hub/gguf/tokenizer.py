@@ -8,7 +8,6 @@ from typing import Any
 from hermes_tui.hub.gguf.header import md_value
 from hermes_tui.hub.import_common import ModelImportError
 
-
 # Pre-tokenizer regexes, by tokenizer.ggml.pre (llama.cpp's llama-vocab.cpp names them).
 _GPT2_FAMILY = {"default", "gpt-2", "gpt2", "mpt", "olmo", "jais", "phi-2", "jina-es", "jina-de",
                 "jina-v2-es", "jina-v2-de", "jina-v1-en", "jina-v2-code", "roberta-bpe", "trillion",

@@ -244,7 +244,7 @@ class McpManager:
         future = asyncio.run_coroutine_threadsafe(self._stop_all(), self._loop)
         try:
             future.result(timeout)
-        except (concurrent.futures.TimeoutError, Exception) as exc:
+        except Exception as exc:  # noqa: BLE001 - a timeout or a server's own failure: quit anyway
             log.warning("MCP servers did not all stop within %.0f s: %s", timeout, exc)
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
@@ -414,7 +414,7 @@ class McpManager:
             parameters = stdio_parameters(config, self._environ)
             # The server's stderr must not reach our terminal (it would draw over the UI);
             # its last line explains a failed start.
-            server.errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")
+            server.errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed when the server stops
             read, write = await stack.enter_async_context(stdio_client(parameters, errlog=server.errlog))
             read = await self._watched(read, server, stack)
         else:
@@ -506,7 +506,7 @@ class McpManager:
             except ValidationError as exc:
                 return ToolResult.error(f"{name}: {tool} returned a malformed result "
                                         f"({one_line(exc.errors()[0]['msg'], 160)})")
-            except Exception as exc:  # the SDK's checks (output schema, unexpected result kinds)
+            except Exception as exc:  # noqa: BLE001 - the SDK's checks (output schema, result kinds)
                 return ToolResult.error(f"{name}: {tool} failed: {_describe(exc)}")
             finally:
                 self._calls.pop(call_id, None)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -34,16 +35,31 @@ from textual.message import Message as UIMessage
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import (
-    Button, DataTable, Footer, Input, Label, ProgressBar, Select, SelectionList, Sparkline, Static,
+    Button,
+    DataTable,
+    Footer,
+    Input,
+    Label,
+    ProgressBar,
+    Select,
+    SelectionList,
+    Sparkline,
+    Static,
 )
 
 from hermes_tui import hub
-from hermes_tui.hub.units import format_bytes
 from hermes_tui.analysis import bench, bench_results
 from hermes_tui.analysis.bench_results import (
-    DEFAULT_PASSES, BenchConfig, BenchError, BenchProgress, BenchRun, is_success, problem,
+    DEFAULT_PASSES,
+    BenchConfig,
+    BenchError,
+    BenchProgress,
+    BenchRun,
+    is_success,
+    problem,
 )
 from hermes_tui.config import Config, ConfigError, load_config
+from hermes_tui.hub.units import format_bytes
 from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError
 from hermes_tui.tui.screens.dialogs import ExportDialog, ExportFormat

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -29,9 +30,9 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hermes_tui.chat.client import CANCELLED, ChatError
-from hermes_tui.session.session import Session, TurnResult
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.logs import get_logger
+from hermes_tui.session.session import Session, TurnResult
 from hermes_tui.store import StoreError
 from hermes_tui.transcript import Message
 from hermes_tui.tui import commands
@@ -39,10 +40,15 @@ from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
-from hermes_tui.tui.widgets.message_views import AssistantMessage, InfoNote, MarkerMessage, UserMessage
+from hermes_tui.tui.widgets.message_views import (
+    AssistantMessage,
+    InfoNote,
+    MarkerMessage,
+    UserMessage,
+)
 from hermes_tui.tui.widgets.messages import MessageList
-from hermes_tui.tui.widgets.text import columns, first_line, one_line
 from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES, StatusBar, StatusInfo
+from hermes_tui.tui.widgets.text import columns, first_line, one_line
 
 if TYPE_CHECKING:
     from pathlib import Path

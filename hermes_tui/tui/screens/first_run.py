@@ -67,7 +67,7 @@ class FirstRunScreen(Screen[str]):
         self.actions = list(actions) if actions else [SETTINGS, QUIT]
 
     @classmethod
-    def for_error(cls, exc: BaseException) -> "FirstRunScreen":
+    def for_error(cls, exc: BaseException) -> FirstRunScreen:
         """The screen for an exception, with the actions that can fix it."""
         problem, fix = first_run_problem(exc)
         return cls(problem, fix, first_run_actions(exc))

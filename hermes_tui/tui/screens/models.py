@@ -33,8 +33,8 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, ProgressBar, Static
 
 from hermes_tui import hub
-from hermes_tui.hub.units import format_bytes, format_duration
 from hermes_tui.config import Config, ConfigError, load_config
+from hermes_tui.hub.units import format_bytes, format_duration
 from hermes_tui.logs import get_logger
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, FormDialog
 

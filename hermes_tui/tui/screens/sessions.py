@@ -26,9 +26,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from hermes_tui.session.hermes_import import conversations, hermes_db, read_all, store_session
 from hermes_tui.store import SearchHit, SessionInfo, Store, StoreError
-from hermes_tui.store.hermes import HermesImportError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
-from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog, ExportFormat, TextPromptDialog
+from hermes_tui.store.hermes import HermesImportError
+from hermes_tui.tui.screens.dialogs import (
+    ConfirmDialog,
+    ExportDialog,
+    ExportFormat,
+    TextPromptDialog,
+)
 from hermes_tui.tui.screens.hermes_import import HermesImportDialog
 
 __all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]  # ExportDialog: from dialogs

@@ -22,7 +22,7 @@ NEWLINE_KEYS = {"ctrl+j", "newline", "shift+enter", "alt+enter"}
 
 class Composer(TextArea):
     class Submitted(Message):
-        def __init__(self, composer: "Composer", text: str):
+        def __init__(self, composer: Composer, text: str):
             super().__init__()
             self.composer = composer
             self.text = text

@@ -15,7 +15,14 @@ from textual.widgets import Button, Collapsible, Label, Markdown, Static
 
 from hermes_tui.content_parts import attachments
 from hermes_tui.transcript import Message
-from hermes_tui.tui.widgets.text import attachment_label, body_text, first_line, one_line, pretty_args, short_args
+from hermes_tui.tui.widgets.text import (
+    attachment_label,
+    body_text,
+    first_line,
+    one_line,
+    pretty_args,
+    short_args,
+)
 
 STREAM_INTERVAL = 0.05  # s: a streaming reply is laid out at most 20 times a second
 
@@ -217,7 +224,7 @@ class MarkerMessage(MessageView):
     DEFAULT_CLASSES = "message marker"
 
     class ShowArchived(UIMessage):
-        def __init__(self, view: "MarkerMessage"):
+        def __init__(self, view: MarkerMessage):
             super().__init__()
             self.view = view
 

@@ -16,8 +16,9 @@ laid out at most ``1 / STREAM_INTERVAL`` times a second, however fast its pieces
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Union
+from typing import Any
 
 from textual import events, on
 from textual.binding import Binding
@@ -80,7 +81,7 @@ def weight(message: Message) -> int:
 
 
 
-def weight_of(item: "Message | WaitingNote | Widget") -> int:
+def weight_of(item: Message | WaitingNote | Widget) -> int:
     """``weight`` of a message, a waiting note or a view with no message (an ``InfoNote``, a
     reply being written)."""
     if isinstance(item, Message):
@@ -103,16 +104,16 @@ class WaitingNote:
     markdown: bool
 
     @classmethod
-    def of(cls, note: "InfoNote") -> "WaitingNote":
+    def of(cls, note: InfoNote) -> WaitingNote:
         severity = next((c[1:] for c in ("-information", "-warning", "-error") if note.has_class(c)), "information")
         return cls(note.text, note.note_title, severity, note.markdown)
 
-    def view(self) -> "InfoNote":
+    def view(self) -> InfoNote:
         return InfoNote(self.text, title=self.title, severity=self.severity, markdown=self.markdown)
 
 
 
-Waiting = Union[Message, WaitingNote]
+Waiting = Message | WaitingNote
 
 
 

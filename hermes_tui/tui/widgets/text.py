@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from hermes_tui.content_parts import Attachment, text_only
 from hermes_tui.transcript import Message
