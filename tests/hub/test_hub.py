@@ -35,6 +35,7 @@ from support.servers import free_port
 from hermes_tui import hub
 from hermes_tui.config import Config, load_config, save_config
 from hermes_tui.hub import downloads
+from hermes_tui.providers import select as provider_select
 
 REPO = "tiny/model-4bit"
 CLI = [sys.executable, "-m", "hermes_tui.cli"]
@@ -333,7 +334,8 @@ def test_local_models_lists_the_cache_and_the_models_folder(hub_env, imported, t
     assert cached.roles == local.roles == ()
 
 
-def test_use_model_writes_the_role_to_config(hub_env, imported):
+def test_use_model_writes_the_role_to_config(hub_env, imported, monkeypatch):
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)  # auto runs it: auto stays
     hub.download(REPO)
     result = hub.use_model(REPO, "compression")
     assert (result.value, result.provider, result.provider_changed) == (REPO, "auto", False)
@@ -346,7 +348,8 @@ def test_use_model_writes_the_role_to_config(hub_env, imported):
     assert roles == {REPO: ("compression",), "my-tiny": ("chat",)}
 
 
-def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported):
+def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported, monkeypatch):
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
     config = Config().with_overrides({
         "auxiliary.compression.provider": "extractive",
         "model.provider": "openai-api", "model.base_url": "",
@@ -359,6 +362,19 @@ def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported):
     result = hub.use_model("my-tiny", "chat")
     assert result.provider == "openai-api" and not result.provider_changed and "endpoint must serve" in result.note
     assert load_config().model.base_url == "http://127.0.0.1:9/v1"
+
+
+def test_use_model_without_a_gpu_sets_provider_mlx_so_the_model_runs_on_the_cpu(hub_env, imported):
+    assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
+    save_config(Config())  # provider auto for both roles
+    for role, section in (("chat", "model"), ("compression", "auxiliary.compression")):
+        result = hub.use_model("my-tiny", role)
+        assert (result.provider, result.provider_changed) == ("mlx", True)
+        assert "no GPU" in result.note and "slowly" in result.note and f"{section}.provider" in result.note
+    config = load_config()
+    assert (config.model.provider, config.model.model) == ("mlx", str(imported))
+    assert config.auxiliary.compression.provider == "mlx"
+    assert provider_select.resolve_provider(config.model, role="model") == "mlx"
 
 
 def test_use_model_refuses_what_does_not_resolve(hub_env):
