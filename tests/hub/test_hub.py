@@ -109,6 +109,9 @@ def test_catalog_loads_small_models_first_with_one_default():
     assert all(m.memory_gb > m.disk_gb for m in catalog)
     assert all(m.reasoning for m in catalog if m.repo.startswith("mlx-community/Qwen3-"))
     assert hub.default_compression_model(catalog) == default
+    chat = hub.default_chat_model(catalog)
+    assert chat.default_chat and "chat" in chat.roles and not chat.reasoning
+    assert chat.memory_gb + default.memory_gb <= 6, "both fit beside each other on an 8 GB Mac"
 
 
 @pytest.mark.parametrize(
@@ -119,6 +122,7 @@ def test_catalog_loads_small_models_first_with_one_default():
         (lambda e: e.update(roles=["summaries"]), "entry 2 (org/b): roles must be"),
         (lambda e: e.update(default_compression=True), "exactly one entry must have default_compression"),
         (lambda e: e.update(colour="red"), "entry 2 (org/b): unknown field colour"),
+        (lambda e: e.update(default_chat=True), "entry 2 (org/b): the default chat model must have the chat role"),
     ],
 )
 def test_a_bad_catalog_names_the_file_and_the_entry(tmp_path, edit, expected):
