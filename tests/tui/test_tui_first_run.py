@@ -182,3 +182,30 @@ async def test_hermes_agents_compression_settings_are_offered_and_its_file_stays
         await until_chatting_with(pilot, MODEL_ID)
         assert load_config(config_path).auxiliary.compression.base_url == "http://127.0.0.1:11434/v1"
     assert hashlib.sha256(hermes_file.read_bytes()).hexdigest() == before
+
+
+@app_test
+async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_chat_model(
+    tiny_model, hermes_home, store, monkeypatch
+):
+    from hermes_tui import paths
+    from hermes_tui.tui.screens.models import ImportDialog
+
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config_path = hermes_home / "config.yaml"
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(free_port(),))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        section = screen.query_one("#recommended")
+        assert "Offline" in text(section.query_one("#download-status", Static))
+        assert section.query_one("#download", Button).disabled
+        await press(pilot, section.query_one("#import", Button))
+        await until(pilot, lambda: isinstance(app.screen, ImportDialog), "the import dialog")
+        app.screen.query_one("#path").value = str(tiny_model.q4)
+        app.screen.query_one("#name").value = "my-model"
+        await pilot.press("enter")
+        imported = str(paths.models_dir() / "my-model")
+        await until_chatting_with(pilot, imported)
+        assert load_config(config_path).model.model == imported

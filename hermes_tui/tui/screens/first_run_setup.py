@@ -64,6 +64,16 @@ class _Finished(Message):
         self.error, self.offline, self.cancelled, self.imported = error, offline, cancelled, imported
 
 
+def compression_unset(config_path: Path) -> bool:
+    """No compression model in config.yaml now (read now: settings taken from Hermes Agent a
+    moment ago count, and are never overwritten)."""
+    try:
+        aux = load_config(config_path).auxiliary.compression
+    except ConfigError:
+        return False
+    return aux.provider == "auto" and not aux.model and not aux.base_url
+
+
 def model_line(role: str, m: hub.CatalogModel) -> str:
     return (f"{role}: {m.repo} · {m.parameters_b:g}B parameters · {m.disk_gb:.2f} GB download · "
             f"{m.memory_gb:.1f} GB memory · licence {m.license}")
@@ -124,6 +134,8 @@ class RecommendedModels(Vertical):
         self.query_one("#download", Button).disabled = True
         self.query_one("#cancel-download").display = True
         self.query_one("#download-row").display = True
+        if not compression_unset(self.config_path):
+            self.picks = [(role, model) for role, model in self.picks if role != "compression"]
         self._status("Downloading: Cancel keeps what was fetched, and the next download resumes it.")
         self._download([model.repo for _, model in self.picks], self.cancel)
 
@@ -280,14 +292,6 @@ class LocalServers(Vertical):
             Button(f"Use {s.name}: {s.models[0]}", id=f"server-{i}", classes="server") for i, s in enumerate(self.found)
         )
 
-    def _compression_unset(self) -> bool:
-        """Read now: settings taken from Hermes Agent a moment ago count."""
-        try:
-            aux = load_config(self.config_path).auxiliary.compression
-        except ConfigError:
-            return False
-        return aux.provider == "auto" and not aux.model and not aux.base_url
-
     def _how_to_start(self) -> str:
         lines = ["No model server answered. Start one, then Look again:"]
         for known in local_servers.USUAL_SERVERS:
@@ -299,7 +303,7 @@ class LocalServers(Vertical):
         server = self.found[int((event.button.id or "server-0").removeprefix("server-"))]
         model = server.models[0]
         changes = local_servers.chat_changes(server, model)
-        if self.offer_passes and self._compression_unset():
+        if self.offer_passes and compression_unset(self.config_path):
             changes.update(local_servers.compression_changes(server, model))
         self.post_message(SetupChosen(changes, f"Chatting with {model} at {server.base_url}"))
 
