@@ -445,7 +445,9 @@ def test_cli_pull_list_use_rm(hub_env, imported):
 
     proc = run_cli(hub_env, "use", REPO, "--role", "compression")
     assert proc.returncode == 0, explain(proc)
-    assert proc.stdout.strip() == f"auxiliary.compression.model = {REPO}"
+    # A subprocess on this machine: MLX has no GPU, so auto becomes mlx (and the note says so).
+    assert proc.stdout.strip() == f"auxiliary.compression.model = {REPO} (provider was changed to mlx)"
+    assert "runs on the CPU" in proc.stderr + proc.stdout
     assert load_config().auxiliary.compression.model == REPO
 
     proc = run_cli(hub_env, "list")
@@ -505,13 +507,13 @@ def test_cli_use_edits_only_the_role_and_keeps_the_users_comments(hub_env, impor
     path.write_text(USER_CONFIG, encoding="utf-8")
     proc = run_cli(hub_env, "use", "my-tiny", "--role", "compression")
     assert proc.returncode == 0, explain(proc)
-    assert "provider was changed to auto" in proc.stdout
+    assert "provider was changed to mlx" in proc.stdout  # no GPU here: auto would not run it
     # The two keys change in place (the comment keeps its column); every other byte stays.
     assert path.read_text(encoding="utf-8") == USER_CONFIG.replace(
-        "provider: extractive   #", "provider: auto         #"
+        "provider: extractive   #", "provider: mlx          #"
     ).replace('model: ""', f"model: {imported}")
     config = load_config(path)  # and the result is a valid config holding the new value
-    assert (config.auxiliary.compression.provider, config.auxiliary.compression.model) == ("auto", str(imported))
+    assert (config.auxiliary.compression.provider, config.auxiliary.compression.model) == ("mlx", str(imported))
     assert (config.model.model, config.compression.threshold) == ("/somewhere/chat-model", 0.5)
 
 
