@@ -114,6 +114,10 @@ class RecommendedModels(Vertical):
         else:
             self.query_one("#import").display = False
 
+    def on_unmount(self) -> None:
+        if self.cancel is not None:
+            self.cancel.set()  # leaving stops the download; what was fetched stays for the next one
+
     def _status(self, text: str, *, error: bool = False) -> None:
         line = self.query_one("#download-status", Static)
         line.update(text)
