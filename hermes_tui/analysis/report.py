@@ -32,6 +32,8 @@ MICRO_MARKER = "micro compaction telemetry:"
 BATCH_MARKER = "context compression attempt telemetry:"
 MICRO_EVENT = "micro_compaction"
 BATCH_EVENT = "batch_compaction"
+# Hermes Agent's batch line (same marker, its own fields): an attempt and its commit status.
+HERMES_BATCH_EVENT = "compression_attempt"
 _EVENT_BY_MARKER = {MICRO_MARKER: MICRO_EVENT, BATCH_MARKER: BATCH_EVENT}
 
 # Report order for the outcome mix; anything else a newer engine logs follows, sorted.
@@ -163,7 +165,15 @@ def _is_micro(record: dict[str, Any]) -> bool:
 
 
 def _is_batch(record: dict[str, Any]) -> bool:
-    return record.get("event") == BATCH_EVENT
+    return record.get("event") in (BATCH_EVENT, HERMES_BATCH_EVENT)
+
+
+def _batch_fired(record: dict[str, Any]) -> bool:
+    return record.get("outcome") == "compressed" or record.get("commit_status") == "committed"
+
+
+def _batch_failed(record: dict[str, Any]) -> bool:
+    return record.get("outcome") == "failed" or record.get("commit_status") == "aborted"
 
 
 def session_of(record: dict[str, Any]) -> str:
@@ -181,7 +191,8 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     - ``duration_ms``: count/min/median/p90/max over passes that called the model
       (everything but ``nothing_to_absorb``); p90 is nearest-rank.
     - ``occupancy_pct``: count/min/median/max over non-null values of micro passes.
-    - ``batch_compactions``: ``{"fired": compressed, "failed": failed}``.
+    - ``batch_compactions``: ``{"fired": compressed, "failed": failed}`` (Hermes Agent's lines:
+      ``commit_status`` committed / aborted).
     - ``sessions``: distinct session ids seen in either kind of line.
     - ``cost``: where the time goes (``pass_cost``); None when no pass logged it.
     """
@@ -214,8 +225,8 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "duration_ms": _spread(durations, p90=True),
         "occupancy_pct": _spread(occupancy, p90=False),
         "batch_compactions": {
-            "fired": sum(1 for r in batch if r.get("outcome") == "compressed"),
-            "failed": sum(1 for r in batch if r.get("outcome") == "failed"),
+            "fired": sum(1 for r in batch if _batch_fired(r)),
+            "failed": sum(1 for r in batch if _batch_failed(r)),
         },
         "cost": pass_cost(micro),
     }

@@ -9,6 +9,7 @@ from hermes_tui.hub.catalog import (
     CATALOG_PATH,
     ROLES,
     CatalogModel,
+    default_chat_model,
     default_compression_model,
     load_catalog,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "LocalModel",
     "NotEnoughSpace",
     "UseResult",
+    "default_chat_model",
     "default_compression_model",
     "delete_model",
     "download",

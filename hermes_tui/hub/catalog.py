@@ -31,6 +31,7 @@ class CatalogModel:
     roles: tuple[str, ...]
     reasoning: bool = False
     default_compression: bool = False
+    default_chat: bool = False
     notes: str = ""
 
     @property
@@ -45,7 +46,7 @@ class CatalogModel:
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _NUMBER_FIELDS = ("parameters_b", "disk_gb", "memory_gb")
 _REQUIRED = ("repo", "family", "parameters_b", "disk_gb", "memory_gb", "context_length", "license", "roles")
-_OPTIONAL = ("reasoning", "default_compression", "notes")
+_OPTIONAL = ("reasoning", "default_compression", "default_chat", "notes")
 
 
 def load_catalog(path: Path | None = None) -> list[CatalogModel]:
@@ -75,6 +76,9 @@ def load_catalog(path: Path | None = None) -> list[CatalogModel]:
             f"{path}: exactly one entry must have default_compression: true, found {len(defaults)}"
             + (f" ({', '.join(defaults)})" if defaults else "")
         )
+    chat_defaults = [m.repo for m in models if m.default_chat]
+    if len(chat_defaults) > 1:
+        raise CatalogError(f"{path}: at most one entry may have default_chat: true, found {', '.join(chat_defaults)}")
     return models
 
 
@@ -109,7 +113,7 @@ def _catalog_entry(path: Path | Traversable, index: int, entry: Any) -> CatalogM
     roles = entry["roles"]
     if not isinstance(roles, list) or not roles or any(role not in ROLES for role in roles):
         raise bad(f"roles must be a non-empty list of {' and/or '.join(ROLES)}, got {roles!r}")
-    for key in ("reasoning", "default_compression"):
+    for key in ("reasoning", "default_compression", "default_chat"):
         if not isinstance(entry.get(key, False), bool):
             raise bad(f"{key} must be true or false")
     notes = entry.get("notes", "")
@@ -117,6 +121,8 @@ def _catalog_entry(path: Path | Traversable, index: int, entry: Any) -> CatalogM
         raise bad("notes must be text")
     if entry.get("default_compression") and "compression" not in roles:
         raise bad("the default compression model must have the compression role")
+    if entry.get("default_chat") and "chat" not in roles:
+        raise bad("the default chat model must have the chat role")
     return CatalogModel(
         repo=entry["repo"],
         family=entry["family"],
@@ -128,6 +134,7 @@ def _catalog_entry(path: Path | Traversable, index: int, entry: Any) -> CatalogM
         roles=tuple(roles),
         reasoning=entry.get("reasoning", False),
         default_compression=entry.get("default_compression", False),
+        default_chat=entry.get("default_chat", False),
         notes=notes,
     )
 
@@ -135,6 +142,16 @@ def _catalog_entry(path: Path | Traversable, index: int, entry: Any) -> CatalogM
 def default_compression_model(catalog: list[CatalogModel] | None = None) -> CatalogModel:
     catalog = catalog if catalog is not None else load_catalog()
     return next(m for m in catalog if m.default_compression)
+
+
+def default_chat_model(catalog: list[CatalogModel] | None = None) -> CatalogModel:
+    """The chat model the first-run screen suggests: the ``default_chat`` entry, else the first
+    plain (non-thinking) chat model."""
+    catalog = catalog if catalog is not None else load_catalog()
+    chat = [m for m in catalog if "chat" in m.roles]
+    if not chat:
+        raise CatalogError("the catalog has no chat model")
+    return next((m for m in chat if m.default_chat), next((m for m in chat if not m.reasoning), chat[0]))
 
 
 def catalog_repos() -> set[str]:

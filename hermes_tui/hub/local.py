@@ -253,9 +253,10 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     """Make ``name`` the compression or chat model in config.yaml.
 
     The model must resolve here (a local MLX folder, or a repo id in the HF cache).
-    The provider: ``auto``/``mlx`` stay as they are. ``extractive`` (compression) and
-    ``openai-api`` with no ``base_url`` become ``auto`` — the user picked a local model
-    and there is nowhere else it could run. ``openai-api`` with a ``base_url`` stays: the
+    The provider: ``mlx`` stays. ``extractive`` (compression) and ``openai-api`` with no
+    ``base_url`` become ``auto`` — the user picked a local model and there is nowhere else
+    it could run — and ``auto`` becomes ``mlx`` where MLX has no GPU (``auto`` would not
+    run it there; the note says it will be slow). ``openai-api`` with a ``base_url`` stays: the
     endpoint (e.g. mlx_lm.server) may serve this very model; the note says how to run it
     in-process instead.
 
@@ -265,6 +266,7 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     """
     from hermes_tui.config import load_config
     from hermes_tui.config_edit import save_changes
+    from hermes_tui.providers import select as provider_select
     from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 
     if role not in ROLES:
@@ -281,6 +283,14 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     provider, note = section.provider, ""
     if provider == "extractive" or (provider == "openai-api" and not section.base_url):
         provider = "auto"
+    if provider == "auto" and not provider_select.gpu_available():
+        # ``auto`` only picks MLX where it has a GPU: left as it is, the model just chosen
+        # would never run here, and the app would ask for a model again.
+        provider = "mlx"
+        note = (
+            f"MLX has no GPU on this machine, so {prefix}.provider is now mlx: the model runs on the CPU, "
+            "slowly; a model server (Ollama, LM Studio, llama.cpp) is faster"
+        )
     elif provider == "openai-api":
         note = (
             f"{prefix}.provider stays openai-api ({section.base_url}): that endpoint must serve this model; "

@@ -1,17 +1,36 @@
 """Make the compression backend that ``auxiliary.compression.provider`` names.
 
 Which provider ``auto`` means is ``providers.select.resolve_provider`` (shared with the chat model).
+With nothing configured on a machine where MLX has a GPU, passes use the catalog's default
+compression model once it is downloaded: in-process MLX is what passes are for.
 """
 
 from __future__ import annotations
 
+from hermes_tui import hub
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import AuxiliaryCompressionConfig
+from hermes_tui.providers import select as provider_select
 from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 from hermes_tui.providers.select import ProviderError, resolve_api_key, resolve_provider
 
 
+def default_mlx_model(cfg: AuxiliaryCompressionConfig) -> str | None:
+    """The catalog's default compression model, when nothing is configured, MLX has a GPU and
+    the model is downloaded; else None."""
+    if cfg.provider != "auto" or cfg.model or cfg.base_url or not provider_select.gpu_available():
+        return None
+    try:
+        name = hub.default_compression_model().repo
+        resolve_model_path(name)
+    except (hub.CatalogError, ModelUnavailable):
+        return None
+    return name
+
+
 def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
+    if (default := default_mlx_model(cfg)) is not None:
+        cfg = cfg.model_copy(update={"provider": "mlx", "model": default})
     provider = resolve_provider(cfg)
     if provider == "extractive":
         from hermes_tui.summarizers.extractive import ExtractiveSummarizer

@@ -37,7 +37,7 @@ from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.screens.first_run import FirstRunScreen
+from hermes_tui.tui.screens.first_run import RELOAD, FirstRunScreen, Setup
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
@@ -64,6 +64,7 @@ class HermesApp(App):
         *,
         reply_tokens: int | None = None,
         config_path: Path | None = None,
+        server_ports: tuple[int, ...] | None = None,
     ):
         super().__init__()
         self.config = config
@@ -71,6 +72,8 @@ class HermesApp(App):
         # A reply's cap; None: the chat client's own, model.max_tokens (tests pass a small one).
         self.reply_tokens = reply_tokens
         self.config_path = Path(config_path) if config_path else paths.config_path()
+        # Where the first-run screen looks for model servers; None: the usual ports.
+        self.server_ports = server_ports
         self._start_session_id = session_id
         self._import_path = Path(import_path) if import_path else None
         self._chat_given, self._summarizer_given = chat, summarizer
@@ -148,7 +151,10 @@ class HermesApp(App):
 
     def _show_problems(self) -> None:
         if self._problems:
-            self.push_screen(FirstRunScreen.for_error(self._problems[0]), self._first_run_action)
+            problem = self._problems[0]
+            # No usable chat model: the screen also offers the ways to one on this machine.
+            setup = Setup(self.config_path, self.config, self.server_ports) if isinstance(problem, ProviderError) else None
+            self.push_screen(FirstRunScreen.for_error(problem, setup), self._first_run_action)
 
     def _first_run_action(self, action: str | None) -> None:
         if action == "settings":
@@ -157,6 +163,14 @@ class HermesApp(App):
             self.open_tool_screen("models")
         elif action == "retry":
             self.reconfigure(self.config)
+        elif action == RELOAD:  # the first-run screen saved new settings
+            from hermes_tui.config import ConfigError, load_config
+
+            try:
+                self.reconfigure(load_config(self.config_path))
+            except ConfigError as exc:
+                self.show_error(exc)
+                self._show_problems()
         elif action == "quit":
             self.exit()
 

@@ -530,3 +530,26 @@ def test_the_command_demo_ends_with_works(hermes_home):
     assert result.returncode == 0, result.stderr
     assert "Micro-compaction report: " in result.stdout
     assert "trajectory (absorbed and defrag passes)" in result.stdout  # the demo's passes, per session
+
+
+def test_hermes_agents_own_batch_lines_are_counted(tmp_path):
+    """Hermes Agent logs batch compactions under the same marker with its own fields
+    (agent/conversation_compression.py: event "compression_attempt", commit_status), as
+    ``hermes_logging`` formats a record: "%(asctime)s %(levelname)s %(name)s: %(message)s"."""
+
+    def hermes_line(payload: dict) -> str:
+        body = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return f"2026-11-30 03:01:02,345 INFO agent.conversation_compression: context compression attempt telemetry: {body}"
+
+    log = tmp_path / "agent.log"
+    log.write_text("\n".join([
+        hermes_line({"event": "compression_attempt", "session_id": "20261130_030000_abc", "commit_status": "committed",
+                     "split_status": "in_place_committed", "total_duration_ms": 13447, "fallback_used": False}),
+        hermes_line({"event": "compression_attempt", "session_id": "20261130_030000_abc", "commit_status": "aborted",
+                     "failure_class": "commit_fence_cancelled", "total_duration_ms": 40953}),
+        hermes_line({"event": "compression_attempt", "session_id": "20261130_030000_abc", "commit_status": "committed",
+                     "total_duration_ms": 9000}),
+    ]) + "\n")
+    figures = report.summarize(report.read_logs([log]).records)
+    assert figures["batch_compactions"] == {"fired": 2, "failed": 1}
+    assert figures["sessions"] == 1

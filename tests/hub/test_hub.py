@@ -35,6 +35,7 @@ from support.servers import free_port
 from hermes_tui import hub
 from hermes_tui.config import Config, load_config, save_config
 from hermes_tui.hub import downloads
+from hermes_tui.providers import select as provider_select
 
 REPO = "tiny/model-4bit"
 CLI = [sys.executable, "-m", "hermes_tui.cli"]
@@ -108,6 +109,9 @@ def test_catalog_loads_small_models_first_with_one_default():
     assert all(m.memory_gb > m.disk_gb for m in catalog)
     assert all(m.reasoning for m in catalog if m.repo.startswith("mlx-community/Qwen3-"))
     assert hub.default_compression_model(catalog) == default
+    chat = hub.default_chat_model(catalog)
+    assert chat.default_chat and "chat" in chat.roles and not chat.reasoning
+    assert chat.memory_gb + default.memory_gb <= 6, "both fit beside each other on an 8 GB Mac"
 
 
 @pytest.mark.parametrize(
@@ -118,6 +122,7 @@ def test_catalog_loads_small_models_first_with_one_default():
         (lambda e: e.update(roles=["summaries"]), "entry 2 (org/b): roles must be"),
         (lambda e: e.update(default_compression=True), "exactly one entry must have default_compression"),
         (lambda e: e.update(colour="red"), "entry 2 (org/b): unknown field colour"),
+        (lambda e: e.update(default_chat=True), "entry 2 (org/b): the default chat model must have the chat role"),
     ],
 )
 def test_a_bad_catalog_names_the_file_and_the_entry(tmp_path, edit, expected):
@@ -333,7 +338,8 @@ def test_local_models_lists_the_cache_and_the_models_folder(hub_env, imported, t
     assert cached.roles == local.roles == ()
 
 
-def test_use_model_writes_the_role_to_config(hub_env, imported):
+def test_use_model_writes_the_role_to_config(hub_env, imported, monkeypatch):
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)  # auto runs it: auto stays
     hub.download(REPO)
     result = hub.use_model(REPO, "compression")
     assert (result.value, result.provider, result.provider_changed) == (REPO, "auto", False)
@@ -346,7 +352,8 @@ def test_use_model_writes_the_role_to_config(hub_env, imported):
     assert roles == {REPO: ("compression",), "my-tiny": ("chat",)}
 
 
-def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported):
+def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported, monkeypatch):
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
     config = Config().with_overrides({
         "auxiliary.compression.provider": "extractive",
         "model.provider": "openai-api", "model.base_url": "",
@@ -359,6 +366,19 @@ def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported):
     result = hub.use_model("my-tiny", "chat")
     assert result.provider == "openai-api" and not result.provider_changed and "endpoint must serve" in result.note
     assert load_config().model.base_url == "http://127.0.0.1:9/v1"
+
+
+def test_use_model_without_a_gpu_sets_provider_mlx_so_the_model_runs_on_the_cpu(hub_env, imported):
+    assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
+    save_config(Config())  # provider auto for both roles
+    for role, section in (("chat", "model"), ("compression", "auxiliary.compression")):
+        result = hub.use_model("my-tiny", role)
+        assert (result.provider, result.provider_changed) == ("mlx", True)
+        assert "no GPU" in result.note and "slowly" in result.note and f"{section}.provider" in result.note
+    config = load_config()
+    assert (config.model.provider, config.model.model) == ("mlx", str(imported))
+    assert config.auxiliary.compression.provider == "mlx"
+    assert provider_select.resolve_provider(config.model, role="model") == "mlx"
 
 
 def test_use_model_refuses_what_does_not_resolve(hub_env):
@@ -425,7 +445,9 @@ def test_cli_pull_list_use_rm(hub_env, imported):
 
     proc = run_cli(hub_env, "use", REPO, "--role", "compression")
     assert proc.returncode == 0, explain(proc)
-    assert proc.stdout.strip() == f"auxiliary.compression.model = {REPO}"
+    # A subprocess on this machine: MLX has no GPU, so auto becomes mlx (and the note says so).
+    assert proc.stdout.strip() == f"auxiliary.compression.model = {REPO} (provider was changed to mlx)"
+    assert "runs on the CPU" in proc.stderr + proc.stdout
     assert load_config().auxiliary.compression.model == REPO
 
     proc = run_cli(hub_env, "list")
@@ -485,13 +507,13 @@ def test_cli_use_edits_only_the_role_and_keeps_the_users_comments(hub_env, impor
     path.write_text(USER_CONFIG, encoding="utf-8")
     proc = run_cli(hub_env, "use", "my-tiny", "--role", "compression")
     assert proc.returncode == 0, explain(proc)
-    assert "provider was changed to auto" in proc.stdout
+    assert "provider was changed to mlx" in proc.stdout  # no GPU here: auto would not run it
     # The two keys change in place (the comment keeps its column); every other byte stays.
     assert path.read_text(encoding="utf-8") == USER_CONFIG.replace(
-        "provider: extractive   #", "provider: auto         #"
+        "provider: extractive   #", "provider: mlx          #"
     ).replace('model: ""', f"model: {imported}")
     config = load_config(path)  # and the result is a valid config holding the new value
-    assert (config.auxiliary.compression.provider, config.auxiliary.compression.model) == ("auto", str(imported))
+    assert (config.auxiliary.compression.provider, config.auxiliary.compression.model) == ("mlx", str(imported))
     assert (config.model.model, config.compression.threshold) == ("/somewhere/chat-model", 0.5)
 
 

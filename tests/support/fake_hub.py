@@ -283,3 +283,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if delay:
                 time.sleep(delay)
+
+
+def point_hub_at(server: FakeHub, cache: Path, monkeypatch) -> None:
+    """Make huggingface_hub (and so ``hermes_tui.hub``) download from ``server`` into ``cache``,
+    online, as the tests of downloads do."""
+    from huggingface_hub import constants
+
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")

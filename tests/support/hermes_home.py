@@ -15,6 +15,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import yaml
+
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.transcript import BATCH, Message
 
@@ -195,3 +197,44 @@ def shape(messages: list[Message]) -> list[tuple]:
 def fingerprint(home: Path) -> dict[str, str]:
     """sha256 of every file in the Hermes home (the db, its -wal/-shm, config.yaml)."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(home.iterdir()) if p.is_file()}
+
+
+# Shaped like Hermes Agent's config.yaml (hermes_cli/config_defaults.py DEFAULT_CONFIG): sections
+# of its own beside the two we read, compression keys we share and keys we do not have.
+HERMES_CONFIG = {
+    "model": {"default": "anthropic/claude-sonnet-4", "provider": "openrouter"},
+    "toolsets": ["hermes-cli"],
+    "compression": {
+        "enabled": True, "threshold": 0.6, "target_ratio": 0.3, "protect_first_n": 2, "protect_last_n": 20,
+        "micro_compact": True, "micro_compact_every_n_turns": 2, "micro_compact_defrag_threshold_tokens": 1500,
+        "tail_mode": "lean", "in_place": True,
+    },
+    "auxiliary": {
+        "vision": {"provider": "auto", "model": "", "base_url": "", "api_key": "", "timeout": 120},
+        "compression": {
+            "provider": "auto", "model": "qwen2.5:1.5b", "base_url": "http://127.0.0.1:11434/v1",
+            "api_key": "${OLLAMA_API_KEY}", "timeout": 300, "extra_body": {}, "reasoning_effort": "",
+        },
+    },
+}
+
+# What the first-run offer sets in our config.yaml from HERMES_CONFIG.
+EXPECTED_FROM_HERMES_CONFIG = {
+    "compression.threshold": 0.6,
+    "compression.target_ratio": 0.3,
+    "compression.protect_first_n": 2,
+    "compression.micro_compact_every_n_turns": 2,
+    "compression.micro_compact_defrag_threshold_tokens": 1500,
+    "auxiliary.compression.timeout": 300,
+    "auxiliary.compression.provider": "openai-api",
+    "auxiliary.compression.base_url": "http://127.0.0.1:11434/v1",
+    "auxiliary.compression.model": "qwen2.5:1.5b",
+    "auxiliary.compression.api_key_env": "OLLAMA_API_KEY",
+}
+
+
+def write_hermes_config(home: Path, data: dict) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.yaml"
+    path.write_text("# Hermes Agent configuration\n" + yaml.safe_dump(data, sort_keys=False))
+    return path

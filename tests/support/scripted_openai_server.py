@@ -4,7 +4,8 @@
 
 It listens on a free port of 127.0.0.1, prints ``PORT <n>`` on stdout once it is
 serving, and answers each ``POST /v1/chat/completions`` with the script's next reply
-(the last one again when the script runs out). Every request body is appended to
+(the last one again when the script runs out). ``GET /v1/models`` lists one model,
+``MODEL_ID``, as a model server does. Every request body is appended to
 REQUESTS.jsonl (one JSON line, written before the reply goes out).
 
 A reply in the script is one of:
@@ -30,6 +31,8 @@ import json
 import sys
 from itertools import zip_longest
 from pathlib import Path
+
+MODEL_ID = "scripted"
 
 
 def _chunk(delta: dict, finish_reason: str | None = None) -> dict:
@@ -73,6 +76,17 @@ def serve(script_path: Path, requests_path: Path) -> None:
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/v1/models":
+                self.send_error(404)
+                return
+            payload = json.dumps({"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
         def do_POST(self) -> None:
             nonlocal served

@@ -98,3 +98,36 @@ def stop_server(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=SERVER_STOP_TIMEOUT_S)
+
+
+SCRIPTED_SERVER = Path(__file__).resolve().parent / "scripted_openai_server.py"
+
+
+class ScriptedServer:
+    """``scripted_openai_server.py`` in a subprocess: replies from ``script``, requests logged."""
+
+    def __init__(self, script: list[dict], folder: Path) -> None:
+        import sys
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.requests_path = folder / "requests.jsonl"
+        script_path = folder / "script.json"
+        script_path.write_text(json.dumps(script))
+        self.process = subprocess.Popen(
+            [sys.executable, str(SCRIPTED_SERVER), str(script_path), str(self.requests_path)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        line = self.process.stdout.readline()  # "PORT n" once serving; "" if it died
+        if not line.startswith("PORT "):
+            stop_server(self.process)
+            raise RuntimeError(f"scripted server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def requests(self) -> list[dict]:
+        if not self.requests_path.exists():
+            return []
+        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
+
+    def stop(self) -> None:
+        stop_server(self.process)

@@ -282,6 +282,32 @@ async def test_first_run_open_models_leads_to_a_working_chat(tiny_model, hermes_
 
 
 @app_test
+async def test_use_for_chat_without_a_gpu_ends_in_a_chat_not_the_first_run_screen_again(
+    tiny_model, hermes_home, hf_cache, store
+):
+    """provider auto (the default) on a machine where MLX has no GPU: U must make the model run."""
+    config_path = hermes_home / "config.yaml"
+    save_config(Config().with_overrides({"auxiliary.compression.provider": "extractive"}), config_path)
+    app = hermes(config_path, store)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), "the first-run screen")
+        app.open_tool_screen("models")
+        await until(pilot, lambda: isinstance(app.screen, ModelsScreen), "the models screen")
+        await import_folder(pilot, tiny_model.q4, "cpu-model")
+        await pilot.press("U")
+        await pilot.pause()
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat screen")
+        await pilot.pause()
+        assert not isinstance(app.screen, FirstRunScreen)
+        assert load_config(config_path).model.provider == "mlx"
+        assert app.chat.model_name == str(paths.models_dir() / "cpu-model")
+        await type_and_send(pilot, "Hello")
+        await until(pilot, lambda: any(m.role == "assistant" and m.content for m in app.screen.session.conv.messages),
+                    "a reply from the model on the CPU", timeout=120)
+
+
+@app_test
 async def test_slash_bench_and_the_command_palette_open_the_screens(config_path, store):
     app = hermes(config_path, store)
     async with app.run_test(size=SIZE) as pilot:

@@ -1,0 +1,211 @@
+"""The first run, as a new user meets it: nothing configured, ``App.run_test`` with the real app.
+
+Linux (MLX without a GPU): the screen finds an OpenAI-compatible server on loopback (a
+scripted server on a port the test tells it to probe) and one press later a reply from
+it arrives in the chat. Mac (MLX reported as having a GPU: the GPU check is the only
+thing replaced): the catalog's recommended chat and compression models download from a
+local stand-in for the Hugging Face hub (serving the tiny model under their repo ids),
+with progress, a cancel and a resume, and the chat and the passes then run in-process.
+Hermes Agent's config, when found, is offered key by key and left byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import mlx_lm  # noqa: F401 - imported on the main thread before any worker loads a model
+import pytest
+from support.chat_app import REPLY, app_test, type_and_send, until
+from support.fake_hub import FakeHub, FakeRepo, point_hub_at
+from support.hermes_home import EXPECTED_FROM_HERMES_CONFIG as EXPECTED
+from support.hermes_home import HERMES_CONFIG, write_hermes_config
+from support.scripted_openai_server import MODEL_ID
+from support.servers import ScriptedServer, free_port
+from textual.widgets import Button, ProgressBar, Static
+
+from hermes_tui import hub
+from hermes_tui.config import load_config
+from hermes_tui.hermes_config import hermes_config_path
+from hermes_tui.providers import select as provider_select
+from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.tui.app import HermesApp
+from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.tui.screens.first_run import FirstRunScreen
+
+SIZE = (120, 60)
+
+
+def replies(app: HermesApp) -> list[str]:
+    screen = app.chat_screen
+    if screen is None:
+        return []
+    return [m.content for m in screen.session.conv.messages if m.role == "assistant" and m.content]
+
+
+def text(widget: Static) -> str:
+    return str(widget.content)
+
+
+async def first_run(pilot) -> FirstRunScreen:
+    await until(pilot, lambda: isinstance(pilot.app.screen, FirstRunScreen), "the first-run screen")
+    await pilot.pause()
+    return pilot.app.screen
+
+
+async def until_chatting_with(pilot, model: str, timeout: float = 60) -> None:
+    """The first-run screen gone and the app's clients rebuilt from the saved settings."""
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, ChatScreen) and getattr(app.chat, "model_name", None) == model,
+                f"the chat screen with {model}", timeout=timeout)
+    await pilot.pause()
+
+
+async def press(pilot, button: Button) -> None:
+    button.scroll_visible(animate=False)
+    await pilot.pause()
+    button.press()
+    await pilot.pause()
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    server = ScriptedServer([{"text": ["Hello ", "from the server."]}], tmp_path / "scripted")
+    yield server
+    server.stop()
+
+
+@app_test
+async def test_linux_first_run_finds_a_loopback_server_and_the_chat_replies(hermes_home, store, scripted):
+    assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
+    config_path = hermes_home / "config.yaml"   # nothing configured: no file at all
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(free_port(), scripted.port))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        assert screen.query("#cpu") and not screen.query("#recommended")  # MLX on the CPU is offered too
+        await until(pilot, lambda: bool(screen.query(".server")), "the server to be found")
+        button = screen.query_one("#server-0", Button)
+        assert MODEL_ID in str(button.label)
+        await press(pilot, button)
+        await until_chatting_with(pilot, MODEL_ID)
+        config = load_config(config_path)
+        assert (config.model.provider, config.model.base_url, config.model.model) == (
+            "openai-api", scripted.base_url, MODEL_ID)
+        assert config.auxiliary.compression.base_url == scripted.base_url  # passes go to it too
+        await type_and_send(pilot, "Hello?")
+        await until(pilot, lambda: "Hello from the server." in replies(app), "the server's reply")
+        assert not isinstance(app.screen, FirstRunScreen)
+    assert scripted.requests()[-1]["messages"][-1] == {"role": "user", "content": "Hello?"}
+
+
+@pytest.fixture
+def mac(tiny_model, hermes_home, tmp_path, monkeypatch):
+    """MLX reported as having a GPU; the hub stand-in serves the tiny model as both recommended models."""
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    catalog = hub.load_catalog()
+    repos = (hub.default_chat_model(catalog).repo, hub.default_compression_model(catalog).repo)
+    server = FakeHub([FakeRepo.from_folder(repo, tiny_model.q4) for repo in repos]).start()
+    cache = tmp_path / "hf_cache"
+    point_hub_at(server, cache, monkeypatch)
+    yield server, repos, cache
+    server.stop()
+
+
+@app_test
+async def test_mac_first_run_downloads_the_recommended_models_with_cancel_and_resume(mac, hermes_home, store):
+    server, (chat_repo, compression_repo), cache = mac
+    config_path = hermes_home / "config.yaml"
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(free_port(),))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        section = screen.query_one("#recommended")
+        lines = [text(s) for s in section.query(".setup-line")]
+        assert any(chat_repo in line and "GB download" in line and "GB memory" in line and "licence" in line
+                   for line in lines), lines
+        assert any(compression_repo in line for line in lines), lines
+
+        server.throttle = (4 * 1024, 0.02)  # ~200 KB/s: seconds to go when cancelled
+        await press(pilot, section.query_one("#download", Button))
+        bar = section.query_one("#download-bar", ProgressBar)
+        await until(pilot, lambda: (bar.progress or 0) > 100_000, "some bytes of the weights")
+        assert " / " in text(section.query_one("#download-figures", Static))
+        await press(pilot, section.query_one("#cancel-download", Button))
+        await until(pilot, lambda: not section.running, "the download to stop")
+        assert "cancelled" in text(section.query_one("#download-status", Static))
+        assert list(cache.glob("models--*/blobs/*.incomplete")), "the partial download is kept"
+        download = section.query_one("#download", Button)
+        assert str(download.label) == "Resume download"
+
+        server.throttle = None
+        await press(pilot, download)
+        await until_chatting_with(pilot, chat_repo, timeout=120)
+        assert any(r.range and r.range.startswith("bytes=") for r in server.requests if r.method == "GET")
+        assert not list(cache.glob("models--*/blobs/*.incomplete"))
+        config = load_config(config_path)
+        assert (config.model.provider, config.model.model) == ("auto", chat_repo)
+        assert (config.auxiliary.compression.provider, config.auxiliary.compression.model) == ("auto", compression_repo)
+        assert isinstance(app.summarizer, MlxSummarizer) and app.summarizer.model_name == compression_repo
+        await type_and_send(pilot, "Hello?")
+        await until(pilot, lambda: bool(replies(app)), "a reply from the in-process model", timeout=120)
+
+
+@app_test
+async def test_hermes_agents_compression_settings_are_offered_and_its_file_stays_byte_identical(
+    hermes_home, store, scripted
+):
+    hermes_file = write_hermes_config(hermes_config_path().parent, HERMES_CONFIG)
+    before = hashlib.sha256(hermes_file.read_bytes()).hexdigest()
+    config_path = hermes_home / "config.yaml"
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(scripted.port,))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        section = screen.query_one("#hermes")
+        shown = text(section.query_one("#hermes-lines", Static))
+        assert str(hermes_file) in text(section.query_one(".setup-title", Static))
+        assert "compression.threshold: 0.6" in shown and "auxiliary.compression.model: qwen2.5:1.5b" in shown
+        await press(pilot, section.query_one("#use-hermes", Button))
+        await until(pilot, lambda: section.query_one("#use-hermes", Button).disabled, "the settings to be taken")
+        config = load_config(config_path)
+        for key, value in EXPECTED.items():
+            section_name, _, leaf = key.rpartition(".")
+            target = config
+            for part in section_name.split("."):
+                target = getattr(target, part)
+            assert getattr(target, leaf) == value, key
+        assert isinstance(app.screen, FirstRunScreen)  # still to choose: the chat model
+
+        # Then a chat model: Hermes' compression settings stay (the server is not given the passes).
+        await until(pilot, lambda: bool(screen.query(".server")), "the server to be found")
+        await press(pilot, screen.query_one("#server-0", Button))
+        await until_chatting_with(pilot, MODEL_ID)
+        assert load_config(config_path).auxiliary.compression.base_url == "http://127.0.0.1:11434/v1"
+    assert hashlib.sha256(hermes_file.read_bytes()).hexdigest() == before
+
+
+@app_test
+async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_chat_model(
+    tiny_model, hermes_home, store, monkeypatch
+):
+    from hermes_tui import paths
+    from hermes_tui.tui.screens.models import ImportDialog
+
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config_path = hermes_home / "config.yaml"
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(free_port(),))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        section = screen.query_one("#recommended")
+        assert "Offline" in text(section.query_one("#download-status", Static))
+        assert section.query_one("#download", Button).disabled
+        await press(pilot, section.query_one("#import", Button))
+        await until(pilot, lambda: isinstance(app.screen, ImportDialog), "the import dialog")
+        app.screen.query_one("#path").value = str(tiny_model.q4)
+        app.screen.query_one("#name").value = "my-model"
+        await pilot.press("enter")
+        imported = str(paths.models_dir() / "my-model")
+        await until_chatting_with(pilot, imported)
+        assert load_config(config_path).model.model == imported
