@@ -288,7 +288,7 @@ def test_an_import_the_database_refuses_leaves_no_session_row(tmp_path):
 @pytest.fixture
 def deep_arguments(tmp_path) -> Path:
     """A real agent session where one call's arguments nest 3,000 brackets deep."""
-    from test_cli import agent_session
+    from support.cli_sessions import agent_session
 
     session = agent_session()
     calls = [m for m in session if m.get("tool_calls")]
