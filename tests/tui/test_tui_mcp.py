@@ -349,3 +349,57 @@ async def test_the_app_quits_promptly_with_servers_running_and_leaves_no_child(
     assert all(not Path(f"/proc/{pid}").exists() for pid in servers_pids)
     assert quit_s < 30, quit_s  # a hang bound; the figure is printed for the report
     print(f"quit with 3 MCP servers running: {quit_s:.2f} s")
+
+
+@app_test
+async def test_malformed_results_become_error_results_and_the_turn_goes_on(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    model = scripted([
+        calls(call("bad__bad_shape", "m1"), call("bad__bad_block", "m2"), call("bad__bad_schema", "m3")),
+        answer("carried on"),
+    ])
+    with Store(hermes_home / "state.db") as store:
+        app = make_app(store, model.base_url, workspace, {"bad": faulty_server("malformed", trust="trusted")})
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot, app, "bad")
+            result = await agent_turn(app, "try them")
+            results = tool_results(app)
+            session = app.chat_screen.session
+            with session.lock:
+                messages = list(session.conv.messages)
+            assert app.mcp.state("bad").status is ServerStatus.READY  # one bad answer is not a dead server
+    assert result.outcome == COMPLETED and result.text == "carried on"
+    assert "malformed result" in results["m1"] and "malformed result" in results["m2"]
+    assert "unknown tool 'bad__bad_schema'" in results["m3"]  # its schema was invalid: never offered
+    # Every call answered, each result right after its call.
+    assert [m.role for m in messages[-5:]] == ["assistant", "tool", "tool", "tool", "assistant"]
+
+
+@app_test
+async def test_servers_added_or_removed_in_settings_start_and_stop_with_the_new_config(
+        scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    model = scripted([answer("hi")])
+    before = set(children_of(os.getpid()))
+    with Store(hermes_home / "state.db") as store:
+        app = make_app(store, model.base_url, workspace, {})
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.chat_screen is not None, "the chat")
+            assert app.mcp is None and bar(app).text("mcp") == ""
+            with_notes = Config.model_validate({**app.config.model_dump(), "mcp_servers": {"notes": stdio_server()}})
+            app.reconfigure(with_notes)
+            await until(pilot, lambda: app.mcp is not None, "a manager for the new config")
+            await ready(pilot, app, "notes")
+            await until(pilot, lambda: bar(app).text("mcp") == "MCP 1/1 ready", "the MCP part")
+            tools = app.tools_for(app.chat_screen.session)
+            tools.sync()
+            assert "notes__read_note" in tools.registry
+            server = set(children_of(os.getpid())) - before
+            assert len(server) == 1
+            app.reconfigure(Config.model_validate({**app.config.model_dump(), "mcp_servers": {}}))
+            await until(pilot, lambda: not any(Path(f"/proc/{pid}").exists() for pid in server),
+                        "the removed server's process to end", WAIT_S)
+            await until(pilot, lambda: bar(app).text("mcp") == "", "the MCP part to go")
+            assert app.mcp is None
