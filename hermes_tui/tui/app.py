@@ -100,6 +100,7 @@ class HermesApp(App):
         self._import_error: Exception | None = None
         self.mcp: McpManager | None = None
         self._tools: dict[str, Tools] = {}  # by session id: "for this session" rules stay with it
+        self._mcp_closing: list[threading.Thread] = []  # the managers of configs left behind, stopping
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -194,7 +195,9 @@ class HermesApp(App):
         old, self.mcp = self.mcp, None
         self._tools.clear()
         if old is not None:
-            threading.Thread(target=old.close, name="mcp-close", daemon=True).start()
+            closing = threading.Thread(target=old.close, name="mcp-close", daemon=True)
+            closing.start()
+            self._mcp_closing.append(closing)
 
     def tools_for(self, session: Session) -> Tools:
         """The tools an agent turn of ``session`` offers: the built-ins and the MCP servers'."""
@@ -232,8 +235,11 @@ class HermesApp(App):
                     bar.show_mcp(summary, state)
 
     async def on_unmount(self) -> None:
+        # Every child stopped and reaped before we return (a daemon thread would die mid-way).
         if self.mcp is not None:
-            await asyncio.to_thread(self.mcp.close)  # every child stopped and reaped before we return
+            await asyncio.to_thread(self.mcp.close)
+        for closing in self._mcp_closing:
+            await asyncio.to_thread(closing.join)
 
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
