@@ -224,15 +224,16 @@ async def test_a_call_to_a_server_of_trust_ask_prompts_and_the_answer_decides(
     workspace.mkdir()
     model = scripted([
         calls(call("web__read_note", "a1", key="k")),     # read-only hint, trust read-only: runs unasked
-        calls(call("web__slow", "a2", seconds=0.1)),      # asks: allowed once
+        calls(call("web__slow", "a2", seconds=0.1)),      # asks: "always"
         calls(call("web__fail", "a3")),                   # asks: denied
+        calls(call("web__slow", "a4", seconds=0.2)),      # the "always" rule: runs unasked
         answer("done"),
     ])
     asked: list[tuple[str, str]] = []
 
     def ask(request, preview, reason):
         asked.append((request.tool, reason))
-        return Answer.ALLOW_ONCE if request.tool == "web__slow" else Answer.DENY
+        return Answer.ALWAYS if request.tool == "web__slow" else Answer.DENY
 
     with Store(hermes_home / "state.db") as store:
         app = make_app(store, model.base_url, workspace, {"web": {"url": http_mcp_url, "trust": "read-only"}})
@@ -240,11 +241,20 @@ async def test_a_call_to_a_server_of_trust_ask_prompts_and_the_answer_decides(
             await ready(pilot, app, "web")
             result = await agent_turn(app, "go", ask=ask)
             results = tool_results(app)
+
+            screen = await open_tools(pilot, app)
+            tools = screen.query_one("#tools")
+            rows = {tools.get_row_at(i)[0]: tools.get_row_at(i) for i in range(tools.row_count)}
+            assert rows["web__slow"][2] == "runs" and "allowed by the rule 'web__slow'" in rows["web__slow"][3]
+            assert rows["web__fail"][2] == "asks"
+            assert rows["web__read_note"][2] == "runs"
+            assert "always allow: web__slow" in str(screen.query_one("#rules").content)
+            assert "approval mode: ask" in str(screen.query_one("#heading").content)
     assert result.outcome == COMPLETED
     assert [tool for tool, _ in asked] == ["web__slow", "web__fail"]
     assert "external tool" in asked[0][1]
     assert results["a1"] == "note k: remember the milk"
-    assert results["a2"] == "slept 0.1"
+    assert results["a2"] == "slept 0.1" and results["a4"] == "slept 0.2"
     assert "denied" in results["a3"].lower()
 
 
