@@ -24,7 +24,7 @@ from support.servers import stop_server as _stop
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
-from hermes_tui.session.agent import COMPLETED, AgentTurn, Answer
+from hermes_tui.session.agent import COMPLETED, AgentListener, AgentTurn, Answer
 from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.mcp import ServerStatus
@@ -413,3 +413,38 @@ async def test_servers_added_or_removed_in_settings_start_and_stop_with_the_new_
                         "the removed server's process to end", WAIT_S)
             await until(pilot, lambda: bar(app).text("mcp") == "", "the MCP part to go")
             assert app.mcp is None
+
+
+@app_test
+async def test_a_server_that_comes_up_during_a_turn_is_offered_from_the_next_request(
+        scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    model = scripted([
+        calls(call("list_dir", "d1", path=".")),
+        calls(call("late__read_note", "r1", key="late")),
+        answer("got it"),
+    ])
+    # Starts 2 s late: the turn's first request goes out while it is still starting.
+    late = {"command": "sh", "args": ["-c", f'sleep 2; exec "{sys.executable}" "{MCP_SERVER}" stdio'],
+            "trust": "trusted"}
+
+    class WaitForTheServer(AgentListener):
+        def call_finished(self, call_id, name, arguments, result, message) -> None:
+            app.mcp.wait(timeout=WAIT_S)  # between the two requests
+
+    with Store(hermes_home / "state.db") as store:
+        app = make_app(store, model.base_url, workspace, {"late": late})
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.chat_screen is not None, "the chat")
+            assert app.mcp.state("late").status is ServerStatus.STARTING
+            session = app.chat_screen.session
+            session.add_user_message("look, then read")
+            turn = AgentTurn(session, app.tools_for(session), listener=WaitForTheServer(), max_tokens=64)
+            result = await asyncio.to_thread(turn.run)
+            results = tool_results(app)
+    assert result.outcome == COMPLETED and result.text == "got it"
+    assert results["r1"] == "note late: remember the milk"
+    first, second = ({t["function"]["name"] for t in r["tools"]} for r in model.requests()[:2])
+    assert "list_dir" in first and not any(name.startswith("late__") for name in first)
+    assert "late__read_note" in second
