@@ -448,3 +448,40 @@ async def test_a_server_that_comes_up_during_a_turn_is_offered_from_the_next_req
     first, second = ({t["function"]["name"] for t in r["tools"]} for r in model.requests()[:2])
     assert "list_dir" in first and not any(name.startswith("late__") for name in first)
     assert "late__read_note" in second
+
+
+@app_test
+async def test_quitting_during_a_slow_mcp_call_stops_it_and_its_server(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    model = scripted([calls(call("notes__slow", "s1", seconds=120)), answer("after the stop")])
+    before = set(children_of(os.getpid()))
+
+    class Started(AgentListener):
+        def __init__(self) -> None:
+            self.started = False
+
+        def call_started(self, call_id, name, arguments) -> None:
+            self.started = True
+
+    listener = Started()
+    with Store(hermes_home / "state.db") as store:
+        app = make_app(store, model.base_url, workspace, {"notes": stdio_server(trust="trusted")})
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot, app, "notes")
+            server = set(children_of(os.getpid())) - before
+            session = app.chat_screen.session
+            session.add_user_message("sleep")
+            turn = AgentTurn(session, app.tools_for(session), listener=listener, max_tokens=64)
+            running = asyncio.ensure_future(asyncio.to_thread(turn.run))
+            await until(pilot, lambda: listener.started, "the slow call to start")
+            await pilot.pause(0.5)
+            started = time.monotonic()
+            await pilot.press("ctrl+q")
+        quit_s = time.monotonic() - started
+        await asyncio.wait_for(running, WAIT_S)
+        results = stored_results(store, session.info.id)
+    assert len(server) == 1 and not any(Path(f"/proc/{pid}").exists() for pid in server)
+    assert results["s1"] == "[stopped by the user]"  # answered: the transcript stays valid
+    assert quit_s < 30, quit_s  # a hang bound: the call's 120 s are not waited for
+    print(f"quit during a 120 s MCP call: {quit_s:.2f} s")
