@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Static
 
 from hermes_tui.tools.approval import Action, ApprovalRequest, decide
-from hermes_tui.tools.base import Tool
+from hermes_tui.tools.base import Tool, ToolKind
 from hermes_tui.tools.mcp import McpTool, ServerState, ServerStatus
 
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ def approval_of(tool: Tool, tools: Tools) -> tuple[str, str]:
     """("runs" | "asks" | "refused", the reason) for a plain call of ``tool`` now."""
     request = ApprovalRequest(tool=tool.name, kind=tool.kind, trust=tool.trust)
     decision = decide(request, mode=tools.mode, rules=tools.all_rules())
+    if tool.kind is ToolKind.SHELL and decision.action is Action.ASK:
+        # Judged without a command: say what a command's text changes.
+        return SHOWN[decision.action], f"{tool.name}: commands ask, but for read-only ones on the allowlist"
     return SHOWN[decision.action], decision.reason
 
 
