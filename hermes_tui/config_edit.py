@@ -6,6 +6,10 @@ this module edits only those values in the text the user already has: each chang
 key's scalar is replaced where ``yaml.compose`` says it is (any comment after it on
 the line stays), and a key the file lacks is added at the end of its section.
 
+Named sections (``mcp_servers``) are edited entry by entry: a changed key of an entry
+is replaced like any value, a new entry is added as a block at the end of its mapping,
+and a removed one (``REMOVE``) loses exactly its own lines.
+
 The edit is checked before it is written: the new text must parse and validate to
 exactly the config we meant to save. Anything this cannot edit safely (flow style
 ``{a: 1}``, multi-line or block scalars, anchors, a file that does not load) falls
@@ -30,6 +34,8 @@ from hermes_tui.config import (
     Config,
     ConfigError,
     ConfigProblem,
+    _named_section_class,
+    _problems,
     _scalar,
     _write_atomically,
     apply_overrides,
@@ -38,9 +44,18 @@ from hermes_tui.config import (
     save_config,
 )
 
-__all__ = ["SaveResult", "changed_values", "edit_config_text", "keep_backup", "save_changes"]
+__all__ = ["REMOVE", "SaveResult", "apply_changes", "changed_values", "edit_config_text", "keep_backup",
+           "save_changes"]
 
 _INDENT = "  "
+
+
+class _Remove:
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+REMOVE: Any = _Remove()  # the value of a change that removes a named section's entry
 
 
 @dataclass(frozen=True)
@@ -51,15 +66,52 @@ class SaveResult:
 
 
 def changed_values(old: BaseModel, new: BaseModel, prefix: str = "") -> dict[str, Any]:
-    """Dotted leaf keys whose value differs between two configs, with the new value."""
+    """Dotted leaf keys whose value differs between two configs, with the new value; for a
+    named section, an entry added is one key (its non-default values), one removed is
+    ``REMOVE``."""
     out: dict[str, Any] = {}
-    for name in type(old).model_fields:
+    for name, info in type(old).model_fields.items():
         a, b = getattr(old, name), getattr(new, name)
         if isinstance(a, BaseModel):
             out.update(changed_values(a, b, f"{prefix}{name}."))
+        elif _named_section_class(info) is not None and a != b:
+            for entry in [*a, *(e for e in b if e not in a)]:
+                key = f"{prefix}{name}.{entry}"
+                if entry not in b:
+                    out[key] = REMOVE
+                elif entry not in a:
+                    out[key] = b[entry].model_dump(exclude_defaults=True)
+                else:
+                    out.update(changed_values(a[entry], b[entry], key + "."))
         elif a != b:
             out[prefix + name] = b
     return out
+
+
+def _is_entry(dotted: str) -> bool:
+    parts = dotted.split(".")
+    info = Config.model_fields.get(parts[0])
+    return len(parts) == 2 and info is not None and _named_section_class(info) is not None
+
+
+def apply_changes(config: Config, changes: Mapping[str, Any]) -> Config:
+    """``apply_overrides``, and also whole entries of named sections added (a mapping) or
+    removed (``REMOVE``), as ``"mcp_servers.docs"``. Raises ConfigError."""
+    entries = {k: v for k, v in changes.items() if _is_entry(k) and (v is REMOVE or isinstance(v, Mapping))}
+    if entries:
+        data = config.model_dump(warnings=False)
+        for dotted, value in entries.items():
+            section, name = dotted.split(".")
+            if value is REMOVE:
+                data[section].pop(name, None)
+            else:
+                data[section][name] = dict(value)
+        try:
+            config = Config.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_problems(exc, None, None)) from None
+    rest = {k: v for k, v in changes.items() if k not in entries}
+    return apply_overrides(config, rest) if rest else config
 
 
 def save_changes(path: Path, changes: Mapping[str, Any], *, base: Config | None = None) -> SaveResult:
@@ -77,12 +129,12 @@ def save_changes(path: Path, changes: Mapping[str, Any], *, base: Config | None 
     try:
         current = load_config(path)
     except ConfigError:
-        config = apply_overrides(base or Config(), changes)
+        config = apply_changes(base or Config(), changes)
         backup = keep_backup(path)
         save_config(config, path)
         return SaveResult(config, kept_layout=False, backup=backup)
 
-    config = apply_overrides(current, changes)
+    config = apply_changes(current, changes)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -135,7 +187,13 @@ def edit_config_text(text: str, changes: Mapping[str, Any]) -> str | None:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
         except yaml.YAMLError:
             return None
-        result = _set(text, root, dotted.split("."), _scalar(value))
+        parts = dotted.split(".")
+        if value is REMOVE:
+            result = _remove(text, root, parts)
+        elif isinstance(value, Mapping):
+            result = _set(text, root, parts, _block_body(value))
+        else:
+            result = _set(text, root, parts, _scalar(value))
         if result is None:
             return None
         text = result
@@ -159,7 +217,8 @@ def _means(text: str, config: Config) -> bool:
     return loaded.model_dump() == config.model_dump()
 
 
-def _set(text: str, root: yaml.Node | None, parts: list[str], scalar: str) -> str | None:
+def _set(text: str, root: yaml.Node | None, parts: list[str], scalar: str | list[str]) -> str | None:
+    """``scalar``: the value's text, or the lines of a block mapping (a new entry)."""
     if root is None:  # empty, or comments only: append the whole path at the end
         return text + "".join(_block(parts, scalar, indent=""))
     node: yaml.Node = root
@@ -177,13 +236,23 @@ def _set(text: str, root: yaml.Node | None, parts: list[str], scalar: str) -> st
             return _insert(text, after + 1, _block(parts[depth:], scalar, indent=" " * column))
         key, value = pair
         last = depth == len(parts) - 1
+        if (isinstance(value, yaml.MappingNode) and value.flow_style and not value.value and not last
+                and value.start_mark.line == key.start_mark.line):
+            # `mcp_servers: {}` (as the template writes it): the first entry makes it a block.
+            text = _splice(text, value.start_mark.index, value.end_mark.index, "")
+            indent = " " * (key.start_mark.column + len(_INDENT))
+            return _insert(text, key.start_mark.line + 1, _block(parts[depth + 1 :], scalar, indent=indent))
         if isinstance(value, yaml.ScalarNode) and value.tag == "tag:yaml.org,2002:null" and _empty(value, key):
             # `key:` with nothing after it (an empty section, or a null leaf).
-            if last:
+            if last and isinstance(scalar, str):
                 return _splice(text, value.start_mark.index, value.end_mark.index, " " + scalar)
+            if last:
+                return None
             indent = " " * (key.start_mark.column + len(_INDENT))
             return _insert(text, key.start_mark.line + 1, _block(parts[depth + 1 :], scalar, indent=indent))
         if last:
+            if not isinstance(scalar, str):
+                return None  # an entry that is there already: replaced key by key, not whole
             if not isinstance(value, yaml.ScalarNode) or value.style not in (None, "'", '"'):
                 return None
             if value.start_mark.line != value.end_mark.line or value.start_mark.line != key.start_mark.line:
@@ -197,13 +266,51 @@ def _empty(value: yaml.ScalarNode, key: yaml.Node) -> bool:
     return value.value == "" and value.style is None and value.start_mark.line == key.start_mark.line
 
 
-def _block(parts: list[str], scalar: str, *, indent: str) -> list[str]:
+def _block(parts: list[str], scalar: str | list[str], *, indent: str) -> list[str]:
     """Lines that set ``parts`` (nested sections, then the key) at ``indent``."""
     lines = []
     for depth, part in enumerate(parts):
         pad = indent + _INDENT * depth
-        lines.append(f"{pad}{part}: {scalar}\n" if depth == len(parts) - 1 else f"{pad}{part}:\n")
+        if depth < len(parts) - 1:
+            lines.append(f"{pad}{part}:\n")
+        elif isinstance(scalar, str):
+            lines.append(f"{pad}{part}: {scalar}\n")
+        else:
+            lines += [f"{pad}{part}:\n", *(pad + _INDENT + line for line in scalar)]
     return lines
+
+
+def _block_body(value: Mapping[str, Any]) -> list[str]:
+    """A mapping as block lines (each key on a line of its own, nested mappings indented;
+    lists and other values in flow style), so a later edit of one key stays in place."""
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, Mapping) and item:
+            lines += [f"{key}:\n", *(_INDENT + line for line in _block_body(item))]
+        else:
+            lines.append(f"{key}: {_scalar(item)}\n")
+    return lines
+
+
+def _remove(text: str, root: yaml.Node | None, parts: list[str]) -> str | None:
+    """``text`` without the key ``parts`` and its value (a block entry, its own lines only)."""
+    node = root
+    for depth, part in enumerate(parts):
+        if not isinstance(node, yaml.MappingNode) or node.flow_style:
+            return None
+        pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+        if pair is None:
+            return text  # not there: nothing to remove
+        key, value = pair
+        if depth < len(parts) - 1:
+            node = value
+            continue
+        lines = text.splitlines(keepends=True)
+        if lines[key.start_mark.line][: key.start_mark.column].strip():
+            return None  # something else on the key's line
+        end = max(_last_line(value), key.start_mark.line)
+        return "".join(lines[: key.start_mark.line] + lines[end + 1 :])
+    return None
 
 
 def _last_line(node: yaml.Node) -> int:

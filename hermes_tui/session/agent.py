@@ -14,6 +14,10 @@ callback answers (allow once, allow for this session, always, deny). Without one
 (headless) anything that would ask is denied. "Always" rules go to the persistent rule
 store (our database, per workspace); "this session" rules live in memory.
 
+MCP: before each model call the tools of the MCP servers that are ready join the
+registry (``Tools.sync``), so a server still starting never holds the turn up and its
+tools are offered from the first request after it is up.
+
 Compaction: each completed exchange is counted by the one rule
 (``Session.exchange_completed``); a due pass is planned in the background
 (``chat.passes``) and published before the next model call. The loop waits for a pass
@@ -58,6 +62,7 @@ if TYPE_CHECKING:
     from hermes_tui.compaction.engine import PassReport
     from hermes_tui.config import AgentConfig
     from hermes_tui.session.session import Session
+    from hermes_tui.tools.mcp import McpManager
 
 log = get_logger("agent")
 
@@ -113,14 +118,27 @@ class Tools:
     repeats: RepeatTracker = field(default_factory=RepeatTracker)
     max_output_bytes: int = 32_000
     shell_timeout_s: float = 120.0
+    mcp: McpManager | None = None  # its ready servers' tools join ``registry`` before each request
 
     @classmethod
     def from_config(cls, agent: AgentConfig, registry: ToolRegistry, *, rules: RuleStore | None = None,
-                    workspace: str | Path | None = None, mode: str | None = None) -> Tools:
+                    workspace: str | Path | None = None, mode: str | None = None,
+                    mcp: McpManager | None = None) -> Tools:
         root = workspace or agent.workspace or Path.cwd()
         return cls(registry=registry, workspace=Workspace(root), mode=Mode(mode or agent.approval),
                    rules=rules if rules is not None else MemoryRuleStore(),
-                   max_output_bytes=agent.max_output_bytes, shell_timeout_s=agent.shell_timeout)
+                   max_output_bytes=agent.max_output_bytes, shell_timeout_s=agent.shell_timeout, mcp=mcp)
+
+    def sync(self) -> None:
+        """Offer the tools of the MCP servers that are ready now (a server that came up since
+        the last request joins; one that failed leaves). Never raises: the turn goes on with
+        the tools it had."""
+        if self.mcp is None:
+            return
+        try:
+            self.mcp.sync(self.registry)
+        except Exception:
+            log.exception("cannot take the MCP servers' tools")
 
     @property
     def key(self) -> str:
@@ -234,6 +252,8 @@ class AgentTurn:
         with session.lock:
             request = wire_view(session.conv.messages)
         extra: dict[str, Any] = {}
+        if self.tools is not None:
+            self.tools.sync()
         if self.tools is not None and len(self.tools.registry) and getattr(session.chat, "supports_tools", False):
             extra["tools"] = self.tools.registry.specs()
         parts: list[str] = []

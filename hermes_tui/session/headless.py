@@ -29,10 +29,10 @@ from hermes_tui.session.agent import (
     Tools,
 )
 from hermes_tui.session.passes import BackgroundPasses
+from hermes_tui.session.wiring import make_tools, start_mcp
 from hermes_tui.store import Store
-from hermes_tui.store.rules import StoredRules
 from hermes_tui.tools.base import ToolResult
-from hermes_tui.tools.builtin import builtin_registry
+from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.registry import one_line
 from hermes_tui.transcript import Message
 
@@ -97,10 +97,30 @@ def run_headless(
     resume: str | None = None, activity: TextIO = sys.stderr, chat=None, summarizer=None,
 ) -> RunOutcome:
     """Run one turn on a new session (or ``resume``); raises ChatError, StoreError, ValueError."""
+    mcp = start_mcp(config)
+    try:
+        tools = make_tools(config, store, mcp=mcp, workspace=workspace, mode=mode)
+        if mcp is not None:
+            _wait_for_servers(mcp, config, activity)
+        return _run(config, store, prompt, tools, resume=resume, activity=activity, chat=chat,
+                    summarizer=summarizer)
+    finally:
+        if mcp is not None:
+            mcp.close()
+
+
+def _wait_for_servers(mcp: McpManager, config: Config, activity: TextIO) -> None:
+    longest = max(server.timeout for server in config.mcp_servers.values())
+    mcp.wait(timeout=longest + 5)  # each start has its own bound; this one only guards a hang
+    for state in mcp.states():
+        if state.status is not ServerStatus.READY and state.reason != "disabled":
+            print(f"mcp {state.line()}", file=activity, flush=True)
+
+
+def _run(config: Config, store: Store, prompt: str, tools: Tools, *, resume: str | None, activity: TextIO,
+         chat, summarizer) -> RunOutcome:
     from hermes_tui.session.wiring import open_session
 
-    tools = Tools.from_config(config.agent, builtin_registry(), rules=StoredRules(store),
-                              workspace=workspace, mode=mode)
     session_id = None
     if resume is not None:
         session_id = store.get_session(resume).id

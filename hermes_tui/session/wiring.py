@@ -1,5 +1,6 @@
 """Build the engine's parts from a validated config: counter, summarizer, window, compactor;
-open a session, or store a transcript file as a new one."""
+open a session, or store a transcript file as a new one; the agent's tools, with the
+configured MCP servers started in the background."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hermes_tui.chat.client import ChatClient
+    from hermes_tui.session.agent import Tools
     from hermes_tui.session.session import Session
     from hermes_tui.store import SessionInfo, Store
+    from hermes_tui.tools.mcp import McpManager, ServerState
 
 
 def make_counter(config: Config) -> TokenCounter:
@@ -152,3 +157,28 @@ def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
     )
     store.release_lease(info.id)  # the opener takes it again
     return info
+
+
+def start_mcp(config: Config, *, on_change: Callable[[ServerState], None] | None = None) -> McpManager | None:
+    """The configured MCP servers, starting in the background (returns at once); None when
+    there are none. A server that fails to start is a state of the manager, never an error
+    here. The caller closes it (its children are stopped and reaped)."""
+    if not config.mcp_servers:
+        return None
+    from hermes_tui.tools.mcp import McpManager
+
+    manager = McpManager(config.mcp_servers, on_change=on_change)
+    manager.start()
+    return manager
+
+
+def make_tools(config: Config, store: Store, *, mcp: McpManager | None = None, workspace: str | Path | None = None,
+               mode: str | None = None) -> Tools:
+    """The built-in tools and ``mcp``'s, under the configured approval mode; "always" rules
+    kept in ``store``, per workspace."""
+    from hermes_tui.session.agent import Tools
+    from hermes_tui.store.rules import StoredRules
+    from hermes_tui.tools.builtin import builtin_registry
+
+    return Tools.from_config(config.agent, builtin_registry(), rules=StoredRules(store), workspace=workspace,
+                             mode=mode, mcp=mcp)

@@ -9,6 +9,13 @@ session) while the next one talks.
 What is wrong at start (no chat model, the model missing, the endpoint down) shows on
 the first-run screen with the step that fixes it; the conversation stays readable
 behind it. Details go to the log, never a traceback to the screen.
+
+The MCP servers of ``mcp_servers`` start in the background when the first session
+opens and serve every session of the app (the chat never waits for them); each session
+gets its own ``Tools`` (``tools_for``), whose registry takes the ready servers' tools
+before each model request. The manager reports changes from its own thread: they come
+here as a message (``McpChanged``, posted, never waited for) and update the status
+bars and ``/tools``. Quitting stops every server and reaps its process.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 
 from hermes_tui import paths
@@ -41,10 +49,21 @@ from hermes_tui.tui.screens.first_run import RELOAD, FirstRunScreen, Setup
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
+    from hermes_tui.session.agent import Tools
+    from hermes_tui.tools.mcp import McpManager, ServerState
 
 log = get_logger("tui")
 
 NEW_CHAT = ("Start a new chat", "new")
+MCP_REFRESH_S = 1.0  # the status bars catch up on what a change report missed (a screen opened since)
+
+
+class McpChanged(Message):
+    """An MCP server changed state (posted from the manager's thread)."""
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__()
+        self.state = state
 
 
 class HermesApp(App):
@@ -82,10 +101,15 @@ class HermesApp(App):
         self.session_lock = threading.RLock()
         self._problems: list[Exception] = []
         self._import_error: Exception | None = None
+        self.mcp: McpManager | None = None
+        self._tools: dict[str, Tools] = {}  # by session id: "for this session" rules stay with it
+        self._mcp_closing: list[threading.Thread] = []  # the managers of configs left behind, stopping
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._make_clients()
+        self._start_mcp()
+        self.set_interval(MCP_REFRESH_S, self._show_mcp)
         if self._import_path is None:
             self._start(self._start_session_id)
             return
@@ -174,6 +198,63 @@ class HermesApp(App):
         elif action == "quit":
             self.exit()
 
+    # --- tools and MCP servers --------------------------------------------------------------
+    def _start_mcp(self) -> None:
+        from hermes_tui.session.wiring import start_mcp
+
+        self.mcp = start_mcp(self.config, on_change=lambda state: self.post_message(McpChanged(state)))
+
+    def _stop_mcp(self) -> None:
+        """Stop the servers of the config left behind, off the UI thread (it takes seconds)."""
+        old, self.mcp = self.mcp, None
+        self._tools.clear()
+        if old is not None:
+            closing = threading.Thread(target=old.close, name="mcp-close", daemon=True)
+            closing.start()
+            self._mcp_closing.append(closing)
+
+    def tools_for(self, session: Session) -> Tools:
+        """The tools an agent turn of ``session`` offers: the built-ins and the MCP servers'."""
+        from hermes_tui.session.wiring import make_tools
+
+        tools = self._tools.get(session.info.id)
+        if tools is None or tools.mcp is not self.mcp:
+            tools = self._tools[session.info.id] = make_tools(self.config, self.store, mcp=self.mcp)
+        return tools
+
+    def on_mcp_changed(self, event: McpChanged) -> None:
+        if event.state.status.value == "failed":
+            log.warning("MCP server %s", event.state.line())
+        self._show_mcp()
+
+    def _show_mcp(self) -> None:
+        from hermes_tui.tui.widgets.status_bar import StatusBar
+
+        summary, state = "", ""
+        if self.mcp is not None:  # else the MCP SDK is not even imported
+            from hermes_tui.tools.mcp import ServerStatus
+            from hermes_tui.tui.screens.tools import ToolsScreen
+
+            summary, states = self.mcp.summary(), self.mcp.states()
+            if any(s.status is ServerStatus.FAILED for s in states):
+                state = "-failed"
+            elif any(s.status is ServerStatus.STARTING for s in states):
+                state = "-running"
+            for screen in self.screen_stack:
+                if isinstance(screen, ToolsScreen) and screen.is_mounted:
+                    screen.refresh_servers()
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen):
+                for bar in screen.query(StatusBar):
+                    bar.show_mcp(summary, state)
+
+    async def on_unmount(self) -> None:
+        # Every child stopped and reaped before we return (a daemon thread would die mid-way).
+        if self.mcp is not None:
+            await asyncio.to_thread(self.mcp.close)
+        for closing in self._mcp_closing:
+            await asyncio.to_thread(closing.join)
+
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
         from hermes_tui.session.wiring import open_session
@@ -258,8 +339,14 @@ class HermesApp(App):
         self._apply_config(config)
 
     def _apply_config(self, config: Config) -> None:
+        servers_changed = config.mcp_servers != self.config.mcp_servers
         self.config = config
         self._make_clients()
+        if servers_changed:
+            self._stop_mcp()
+            self._start_mcp()
+            self._show_mcp()
+        self._tools.clear()  # the approval mode or limits may have changed
         current = self.chat_screen.session.info.id if self.chat_screen else None
         self.resume(current) if current else self.new_session()
         self._show_problems()
@@ -303,6 +390,11 @@ class HermesApp(App):
             from hermes_tui.tui.screens.models import ModelsScreen
 
             return ModelsScreen(self.config_path)
+        if name == "tools":
+            from hermes_tui.tui.screens.tools import ToolsScreen
+
+            screen = self.chat_screen
+            return ToolsScreen(self.tools_for(screen.session)) if screen is not None else None
         if name == "bench":
             from hermes_tui.tui.screens.bench import BenchScreen
 

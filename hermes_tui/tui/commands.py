@@ -30,6 +30,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("summary", "the current rolling summary"),
     SlashCommand("model", "switch the chat model (no name: pick from the local and endpoint models)", "[name]"),
     SlashCommand("models", "download and manage MLX models"),
+    SlashCommand("tools", "the tools, their approval, and the MCP servers (restart one)"),
     SlashCommand("bench", "measure what a pass costs on this machine"),
     SlashCommand("settings", "edit the configuration"),
     SlashCommand("quit", "quit hermes-tui"),

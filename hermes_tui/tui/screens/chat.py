@@ -615,6 +615,9 @@ class ChatScreen(Screen):
     def slash_models(self, arg: str) -> None:
         self.hermes.open_tool_screen("models")
 
+    def slash_tools(self, arg: str) -> None:
+        self.hermes.open_tool_screen("tools")
+
     def slash_bench(self, arg: str) -> None:
         self.hermes.open_tool_screen("bench")
 

@@ -1,7 +1,7 @@
 """The settings screen: edit config.yaml safely.
 
-One form over both model roles (the chat model and the compression model) and the
-compaction keys. The form is built from the config schema, so every field's label,
+One form over both model roles (the chat model and the compression model), the
+compaction keys and the MCP servers (add, remove, enable: ``McpServersForm``). The form is built from the config schema, so every field's label,
 help text and choices come from ``hermes_tui.config`` and cannot drift from it.
 
 Save validates everything first (``apply_overrides``, the same rules as loading the
@@ -34,12 +34,12 @@ from hermes_tui.config import (
     Config,
     ConfigError,
     ModelConfig,
-    apply_overrides,
     load_config,
     refuse_foreign_config,
 )
-from hermes_tui.config_edit import save_changes
+from hermes_tui.config_edit import apply_changes, save_changes
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
+from hermes_tui.tui.widgets.mcp_servers_form import McpServersForm
 
 __all__ = ["FIELDS", "FormField", "SettingsScreen"]
 
@@ -229,6 +229,8 @@ class SettingsScreen(Screen[Config | None]):
                         yield self._widget(field)
                     yield Static(field.info.description or "", classes="desc", markup=False)
                 yield Static("", classes="error", id=f"error-{field.widget_id}", markup=False)
+            yield Static("MCP servers  (mcp_servers)", classes="section", markup=False)
+            yield McpServersForm(self.config.mcp_servers, id="mcp-servers")
         yield Static("", id="help", markup=False)
         with Horizontal(id="bar"):
             yield Static("", id="outcome", markup=False)
@@ -277,6 +279,7 @@ class SettingsScreen(Screen[Config | None]):
             before = config_value(self.config, field.key)
             if value != before:
                 out[field.key] = value
+        out.update(self.query_one(McpServersForm).changes())
         return out
 
     @property
@@ -293,6 +296,7 @@ class SettingsScreen(Screen[Config | None]):
     @on(Input.Changed)
     @on(Switch.Changed)
     @on(Select.Changed)
+    @on(McpServersForm.Changed)
     def _edited(self) -> None:
         self.query_one("#heading", Static).update(
             f"Settings · {self.config_path}" + ("  · modified" if self.dirty else "")
@@ -312,7 +316,7 @@ class SettingsScreen(Screen[Config | None]):
         changes = self.changes()
         existed = self.config_path.exists()
         try:
-            apply_overrides(self.config, changes)  # the same rules as loading the file
+            apply_changes(self.config, changes)  # the same rules as loading the file
             result = save_changes(self.config_path, changes, base=self.config)
         except ConfigError as exc:
             self._show_errors(exc)

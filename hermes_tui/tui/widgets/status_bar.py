@@ -1,4 +1,5 @@
-"""The status bar: model, tokens / window, occupancy gauge, passes, and what is running now.
+"""The status bar: model, tokens / window, occupancy gauge, passes, what is running now, and
+the MCP servers (``MCP 2/3 ready, 1 failed``; nothing without servers).
 
 It only shows what it is given (``StatusInfo``); the chat screen decides what that is.
 Colours come from the theme through component classes (``status-bar--ok`` …).
@@ -65,7 +66,7 @@ def level(pct: float | None) -> str:
     return "-high" if pct >= HIGH_AT else "-warn" if pct >= WARN_AT else "-ok"
 
 
-PARTS = ("model", "tokens", "gauge", "passes", "activity")
+PARTS = ("model", "tokens", "gauge", "passes", "activity", "mcp")
 MODEL_MIN = 8  # cells the model's name keeps (padding included) when the bar is short of room
 
 
@@ -95,7 +96,7 @@ class StatusBar(Widget):
 
     def state(self, part: str) -> str:
         """The state class of ``part``: ``-ok``/``-warn``/``-high``/``-unknown`` (gauge),
-        ``-running``/``-failed`` (activity), "" for none."""
+        ``-running``/``-failed`` (activity, mcp), "" for none."""
         return self._states[part]
 
     def tick(self) -> None:
@@ -115,6 +116,11 @@ class StatusBar(Widget):
         saved = f" · {short_tokens(info.tokens_saved)} saved" if info.tokens_saved else ""
         self._set("passes", f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
         self._show_activity()
+
+    def show_mcp(self, summary: str, state: str = "") -> None:
+        """The MCP servers' one line (the manager's ``summary()``; "" hides the part) and its
+        state class: ``-failed`` when one failed, ``-running`` while one starts."""
+        self._set("mcp", summary, state if summary else "")
 
     def _set(self, part: str, text: str, state: str = "") -> None:
         """Show ``text`` in ``part``: a repaint of this row, whatever its width (see the module)."""
@@ -145,7 +151,7 @@ class StatusBar(Widget):
         the room the others leave (at least ``MODEL_MIN`` cells); what does not fit is cut
         at the right edge."""
         width = self.size.width
-        others = [(f" {self._texts[part]} ", self._part_style(part)) for part in PARTS[1:]]
+        others = [(f" {self._texts[part]} ", self._part_style(part)) for part in PARTS[1:] if self._texts[part]]
         room = max(MODEL_MIN, width - sum(cell_len(text) for text, _ in others)) - 2
         model = Text(self._texts["model"], no_wrap=True)
         model.truncate(room, overflow="ellipsis", pad=True)
