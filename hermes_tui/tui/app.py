@@ -33,6 +33,7 @@ from hermes_tui.providers.select import ProviderError
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
+from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
@@ -41,6 +42,7 @@ from hermes_tui.tui.screens.first_run import FirstRunScreen
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
+    from hermes_tui.session.agent import Tools
 
 log = get_logger("tui")
 
@@ -64,6 +66,7 @@ class HermesApp(App):
         *,
         reply_tokens: int | None = None,
         config_path: Path | None = None,
+        workspace: Path | None = None,
     ):
         super().__init__()
         self.config = config
@@ -79,6 +82,11 @@ class HermesApp(App):
         self.session_lock = threading.RLock()
         self._problems: list[Exception] = []
         self._import_error: Exception | None = None
+        # Tools act in ``workspace`` (else agent.workspace, else where the app started); the
+        # approval mode starts as agent.approval and /mode changes it for this run.
+        self.workspace = workspace
+        self.approval_mode = Mode(config.agent.approval)
+        self.told_no_tools: set[str] = set()
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -179,6 +187,22 @@ class HermesApp(App):
             raise
         session.lock = self.session_lock  # one lock for every session of this app: one store connection
         return session
+
+    def make_tools(self) -> Tools | None:
+        """A session's tools: the built-ins in the workspace, "always" rules from the store.
+        None (and a notice) when the workspace is not a folder: the chat runs without tools."""
+        from hermes_tui.session.agent import Tools
+        from hermes_tui.store.rules import StoredRules
+        from hermes_tui.tools.builtin import builtin_registry
+
+        try:
+            return Tools.from_config(self.config.agent, builtin_registry(), rules=StoredRules(self.store),
+                                     workspace=self.workspace, mode=self.approval_mode.value)
+        except ValueError as exc:
+            log.warning("no tools: %s", exc)
+            self.notify(f"agent.workspace: {exc}. The chat runs without tools until it is fixed in /settings.",
+                        title="No tools", severity="warning", timeout=15)
+            return None
 
     @property
     def chat_screen(self) -> ChatScreen | None:

@@ -1,4 +1,5 @@
-"""The status bar: model, tokens / window, occupancy gauge, passes, and what is running now.
+"""The status bar: model, tokens / window, occupancy gauge, passes, what is running now, and
+the agent's approval mode (with the step during a turn).
 
 It only shows what it is given (``StatusInfo``); the chat screen decides what that is.
 Colours come from the theme through component classes (``status-bar--ok`` …).
@@ -37,6 +38,9 @@ class StatusInfo:
     waiting: bool = False            # the reply is queued behind a pass on the same device
     replying: bool = False
     last_outcome: str | None = None
+    mode: str = ""                   # the approval mode ("" when the chat has no tools)
+    step: int | None = None          # the agent turn's model call, while one runs
+    max_steps: int | None = None
 
 
 def short_tokens(n: int) -> str:
@@ -65,7 +69,8 @@ def level(pct: float | None) -> str:
     return "-high" if pct >= HIGH_AT else "-warn" if pct >= WARN_AT else "-ok"
 
 
-PARTS = ("model", "tokens", "gauge", "passes", "activity")
+PARTS = ("model", "tokens", "gauge", "passes", "activity", "agent")
+FULL_AUTO = "⚠ FULL AUTO"  # full mode runs edits and commands unasked: never out of sight
 MODEL_MIN = 8  # cells the model's name keeps (padding included) when the bar is short of room
 
 
@@ -76,7 +81,7 @@ class StatusBar(Widget):
 
     COMPONENT_CLASSES = {
         "status-bar--model", "status-bar--ok", "status-bar--warn", "status-bar--high", "status-bar--unknown",
-        "status-bar--running", "status-bar--failed",
+        "status-bar--running", "status-bar--failed", "status-bar--danger",
     }
 
     def __init__(self, **kwargs):
@@ -95,7 +100,7 @@ class StatusBar(Widget):
 
     def state(self, part: str) -> str:
         """The state class of ``part``: ``-ok``/``-warn``/``-high``/``-unknown`` (gauge),
-        ``-running``/``-failed`` (activity), "" for none."""
+        ``-running``/``-failed`` (activity), ``-danger`` (agent, in full mode), "" for none."""
         return self._states[part]
 
     def tick(self) -> None:
@@ -115,6 +120,7 @@ class StatusBar(Widget):
         saved = f" · {short_tokens(info.tokens_saved)} saved" if info.tokens_saved else ""
         self._set("passes", f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
         self._show_activity()
+        self._show_agent()
 
     def _set(self, part: str, text: str, state: str = "") -> None:
         """Show ``text`` in ``part``: a repaint of this row, whatever its width (see the module)."""
@@ -140,12 +146,20 @@ class StatusBar(Widget):
             "-failed" if info.last_outcome in FAILED_OUTCOMES else "")
         self._set("activity", text, state)
 
+    def _show_agent(self) -> None:
+        """The approval mode, and the step while a turn runs; full mode as a warning."""
+        info = self.info
+        text = FULL_AUTO if info.mode == "full" else info.mode
+        if text and info.step is not None:
+            text += f" · step {info.step}" + (f"/{info.max_steps}" if info.max_steps else "")
+        self._set("agent", text, "-danger" if info.mode == "full" else "")
+
     def render(self) -> Text:
         """The parts in a row, as a row of labels would show them: the model's name takes
         the room the others leave (at least ``MODEL_MIN`` cells); what does not fit is cut
         at the right edge."""
         width = self.size.width
-        others = [(f" {self._texts[part]} ", self._part_style(part)) for part in PARTS[1:]]
+        others = [(f" {self._texts[part]} ", self._part_style(part)) for part in PARTS[1:] if self._texts[part]]
         room = max(MODEL_MIN, width - sum(cell_len(text) for text, _ in others)) - 2
         model = Text(self._texts["model"], no_wrap=True)
         model.truncate(room, overflow="ellipsis", pad=True)
