@@ -99,11 +99,11 @@ class ApprovalScreen(ModalScreen[Answer]):
                 with VerticalScroll(id="preview"):
                     yield Static(diff_text(self.preview), id="diff")
             with Horizontal(id="buttons"):
-                yield Button("Allow once [y]", id="allow_once", variant="primary")
-                yield Button("This session [s]", id="allow_session")
+                yield Button("Allow once (y)", id="allow_once", variant="primary")
+                yield Button("This session (s)", id="allow_session")
                 if self.can_always:
-                    yield Button("Always [a]", id="always")
-                yield Button("Deny [n]", id="deny", variant="error")
+                    yield Button("Always (a)", id="always")
+                yield Button("Deny (n)", id="deny", variant="error")
 
     def on_mount(self) -> None:
         self.app.bell()
