@@ -232,3 +232,34 @@ async def test_a_call_shows_as_a_row_while_it_streams_in(servers, store, workspa
         assert [r["status"] for r in tool_results(screen)] == ["ok"]  # a read never asks
         assert "colour: red" in server.requests()[1]["messages"][-1]["content"]
         assert not notes(screen)  # this model takes tools: no notice
+
+
+@app_test
+async def test_mode_shows_the_modes_and_read_only_denies_an_edit_without_asking(
+        servers, store, workspace, hermes_home, monkeypatch):
+    shown: list[str] = []
+    monkeypatch.setattr(ApprovalScreen, "on_mount", lambda self: shown.append(self.request.tool))
+    server = servers.start([
+        calls(call("write_file", "call_w", path="new.txt", content="hello")),
+        answer("I could not write it."),
+    ])
+    app = agent_app(server.base_url, store, workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await type_and_send(pilot, "/mode")
+        await until(pilot, lambda: notes(screen), "the /mode note")
+        (note,) = notes(screen)
+        assert note.note_title == "Approval mode: ask"
+        assert all(mode in note.text for mode in ("read-only", "ask", "auto-edit", "full"))
+
+        await type_and_send(pilot, "/mode everything")
+        await until(pilot, lambda: len(notes(screen)) == 2, "the refusal")
+        assert "not a mode" in notes(screen)[-1].text and app.approval_mode.value == "ask"
+
+        await type_and_send(pilot, "/mode read-only")
+        await until(pilot, lambda: label(screen, "agent") == "read-only", "read-only in the status bar")
+        await type_and_send(pilot, "Write new.txt")
+        await settle(pilot, screen)
+        assert shown == [] and not workspace.joinpath("new.txt").exists()
+        assert [r["status"] for r in tool_results(screen)] == ["denied"]
+        assert "read-only" in server.requests()[1]["messages"][-1]["content"]
