@@ -290,8 +290,8 @@ class ThrottledMarkdownStream:
 
 
 class ToolResultMessage(MessageView):
-    """A tool result: its first line (and how the call went, when the app ran it); the whole
-    output when opened."""
+    """A tool result: its first line (and a failure of the call the app ran: an error, a deny,
+    a stop, an exit code other than 0); the whole output when opened."""
 
     DEFAULT_CLASSES = "message tool"
 
@@ -303,7 +303,8 @@ class ToolResultMessage(MessageView):
         head = one_line(first_line(self.message.content)) or "(empty)"
         lines = self.message.content.count("\n") + 1 if self.message.content else 0
         more = f"  [dim]({lines} lines)[/]" if lines > 1 else ""
-        if tool.get("status"):
+        # How the call went, when it did not go well (its call's row says so too while live).
+        if tool.get("status") not in (None, "ok") or tool.get("exit_code") not in (None, 0):
             more += "  " + outcome_text(str(tool["status"]), tool.get("exit_code"), int(tool.get("bytes") or 0),
                                         tool.get("duration_ms"))
         yield Collapsible(
