@@ -552,7 +552,7 @@ async def test_open_imports_a_transcript_as_a_new_session(config, store, tmp_pat
 def test_cli_resume_and_open_reach_the_app(config, db_path, tmp_path, monkeypatch, capsys):
     started: list[dict] = []
     monkeypatch.setattr(HermesApp, "run", lambda self: started.append(
-        {"session_id": self._start_session_id, "import_path": self._import_path}))
+        {"session_id": self._start_session_id, "import_path": self._import_path, "workspace": self.workspace}))
     monkeypatch.setattr(cli, "_config", lambda args, overrides=None: config)
     monkeypatch.setattr(cli.paths, "state_db_path", lambda: db_path)
 
@@ -581,3 +581,10 @@ def test_cli_resume_and_open_reach_the_app(config, db_path, tmp_path, monkeypatc
     good.write_text(json.dumps([m.to_openai() for m in coding_session()]))
     assert cli.main(["open", str(good)]) == 0
     assert started[-1]["import_path"] == good
+
+    # The tools' folder: --workspace, checked before the app starts.
+    assert cli.main(["--workspace", str(tmp_path)]) == 0
+    assert started[-1]["workspace"] == tmp_path and started[-2]["workspace"] is None
+    assert cli.main(["--workspace", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nowhere: not a directory" in err
