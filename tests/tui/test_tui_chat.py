@@ -91,6 +91,10 @@ async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store,
         assert label(screen, "activity") == "last: nothing_to_absorb"
         assert store.get_session(session.info.id).title == "Hello there"
 
+        await type_and_send(pilot, "And again")
+        await settle(pilot, screen)
+        assert [n.note_title for n in notes(screen)] == ["No tools"]  # said once, not every turn
+
 
 @app_test
 async def test_the_input_stays_live_while_a_pass_runs_and_the_pass_lands(config, store):
