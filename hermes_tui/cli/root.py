@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", nargs="?", const="", metavar="ID",
         help="open the app on a stored session (default: the most recent one)",
     )
+    parser.add_argument("--workspace", metavar="DIR",
+                        help="the folder the chat's tools act in (default: agent.workspace, else here)")
     parser.set_defaults(run=run_app)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -334,6 +336,9 @@ def run_app(args: argparse.Namespace) -> int:
     transcript = getattr(args, "transcript", None)
     if transcript is not None:
         read_transcript_file(transcript)  # a bad file: one line and exit 2, before the app starts
+    workspace = Path(args.workspace).expanduser() if args.workspace else None
+    if workspace is not None and not workspace.is_dir():
+        raise UserError(f"--workspace {args.workspace}: not a directory")
     setup_logging()
     store = Store(paths.state_db_path())
     try:
@@ -346,7 +351,8 @@ def run_app(args: argparse.Namespace) -> int:
 
         import_mlx_on_main_thread()
 
-        app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config)
+        app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config,
+                        workspace=workspace)
         app.run()
     finally:
         store.close()

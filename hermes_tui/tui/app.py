@@ -41,6 +41,7 @@ from hermes_tui.providers.select import ProviderError
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
+from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
@@ -84,6 +85,7 @@ class HermesApp(App):
         reply_tokens: int | None = None,
         config_path: Path | None = None,
         server_ports: tuple[int, ...] | None = None,
+        workspace: Path | None = None,
     ):
         super().__init__()
         self.config = config
@@ -104,6 +106,11 @@ class HermesApp(App):
         self.mcp: McpManager | None = None
         self._tools: dict[str, Tools] = {}  # by session id: "for this session" rules stay with it
         self._mcp_closing: list[threading.Thread] = []  # the managers of configs left behind, stopping
+        # Tools act in ``workspace`` (else agent.workspace, else where the app started); the
+        # approval mode starts as agent.approval and /mode changes it for this run.
+        self.workspace = workspace
+        self.approval_mode = Mode(config.agent.approval)
+        self.told_no_tools: set[str] = set()
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -213,13 +220,23 @@ class HermesApp(App):
             closing.start()
             self._mcp_closing.append(closing)
 
-    def tools_for(self, session: Session) -> Tools:
-        """The tools an agent turn of ``session`` offers: the built-ins and the MCP servers'."""
+    def tools_for(self, session: Session) -> Tools | None:
+        """The tools an agent turn of ``session`` offers: the built-ins in the workspace and the
+        MCP servers', "always" rules from the store, in this run's approval mode. None (and a
+        notice) when the workspace is not a folder: the chat runs without tools."""
         from hermes_tui.session.wiring import make_tools
 
         tools = self._tools.get(session.info.id)
         if tools is None or tools.mcp is not self.mcp:
-            tools = self._tools[session.info.id] = make_tools(self.config, self.store, mcp=self.mcp)
+            try:
+                tools = make_tools(self.config, self.store, mcp=self.mcp, workspace=self.workspace,
+                                   mode=self.approval_mode.value)
+            except ValueError as exc:
+                log.warning("no tools: %s", exc)
+                self.notify(f"agent.workspace: {exc}. The chat runs without tools until it is fixed in /settings.",
+                            title="No tools", severity="warning", timeout=15)
+                return None
+            self._tools[session.info.id] = tools
         return tools
 
     def on_mcp_changed(self, event: McpChanged) -> None:
@@ -394,7 +411,8 @@ class HermesApp(App):
             from hermes_tui.tui.screens.tools import ToolsScreen
 
             screen = self.chat_screen
-            return ToolsScreen(self.tools_for(screen.session)) if screen is not None else None
+            tools = self.tools_for(screen.session) if screen is not None else None
+            return ToolsScreen(tools) if tools is not None else None
         if name == "bench":
             from hermes_tui.tui.screens.bench import BenchScreen
 

@@ -29,6 +29,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("usage", "tokens, context window, occupancy, passes and tokens saved"),
     SlashCommand("summary", "the current rolling summary"),
     SlashCommand("model", "switch the chat model (no name: pick from the local and endpoint models)", "[name]"),
+    SlashCommand("mode", "the approval mode for tool calls (no mode: show it and the choices)",
+                 "[read-only|ask|auto-edit|full]"),
     SlashCommand("models", "download and manage MLX models"),
     SlashCommand("tools", "the tools, their approval, and the MCP servers (restart one)"),
     SlashCommand("bench", "measure what a pass costs on this machine"),

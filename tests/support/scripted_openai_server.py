@@ -22,6 +22,9 @@ A reply in the script is one of:
   end the stream;
 * ``{"raw": [chunk, ...]}``: these chunks (objects, or strings sent as they are:
   JSON text with escapes of our choosing), then ``[DONE]``.
+
+Any reply may carry ``"gap": SECONDS``: the pause before each chunk, so a client can be
+watched while a reply (a tool call's arguments) is still streaming in.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import http.server
 import json
 import sys
+import time
 from itertools import zip_longest
 from pathlib import Path
 
@@ -107,6 +111,8 @@ def serve(script_path: Path, requests_path: Path) -> None:
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             for chunk in reply["raw"] if "raw" in reply else stream_chunks(reply):
+                if reply.get("gap"):
+                    time.sleep(reply["gap"])
                 data = chunk if isinstance(chunk, str) else json.dumps(chunk)
                 self.wfile.write(f"data: {data}\n\n".encode())
                 self.wfile.flush()

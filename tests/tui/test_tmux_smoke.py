@@ -39,11 +39,13 @@ STEP_TIMEOUT = 30.0
 EXIT_TIMEOUT = 30.0    # quitting takes well under a second; past this the app is stuck
 MESSAGE = "Hello from tmux"
 
-# The status bar line: model, tokens / window, gauge + occupancy, passes [· N saved], activity.
+# The status bar line: model, tokens / window, gauge + occupancy, passes [· N saved], activity,
+# then the approval mode (with the step during a turn; "tools off" for a model without tools).
 STATUS_RE = re.compile(
     r"^\s*(?P<model>\S+)\s+(?P<tokens>[\d,.]+k?) / (?P<window>[\d,.]+k?|window …)\s+"
     r"(?P<gauge>[▰▱]{8})\s+(?P<occupancy>\d+%|–)\s+"
-    r"(?P<passes>\d+) pass(?:es)?(?: · (?P<saved>[\d,.]+k?) saved)?\s+(?P<activity>\S.*?)\s*$"
+    r"(?P<passes>\d+) pass(?:es)?(?: · (?P<saved>[\d,.]+k?) saved)?\s+(?P<activity>\S.*?)"
+    r"(?:\s{2,}(?P<mode>read-only|ask|auto-edit|⚠ FULL AUTO|tools off)(?: · step (?P<step>\d+)/\d+)?)?\s*$"
 )
 
 
@@ -61,6 +63,8 @@ class Status:
     passes: int
     saved: str | None
     activity: str
+    mode: str | None = None
+    step: str | None = None
 
 
 def status_of(screen: str) -> Status | None:

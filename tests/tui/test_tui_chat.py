@@ -73,8 +73,10 @@ async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store,
         await settle(pilot, screen)
 
         session = screen.session
-        user, reply = views(screen)
+        user, reply, no_tools = views(screen)
         assert isinstance(user, UserMessage) and isinstance(reply, AssistantMessage)
+        # The tiny model's template has no tool format: the turn ran without tools, and says so.
+        assert no_tools.note_title == "No tools" and label(screen, "agent") == "tools off"
         assert [m.role for m in session.conv.messages] == ["user", "assistant"]
         assert shown_ids(screen) == [m.id for m in session.conv.messages]
         content = session.conv.messages[-1].content
@@ -88,6 +90,10 @@ async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store,
         assert screen.last_outcome == "nothing_to_absorb"
         assert label(screen, "activity") == "last: nothing_to_absorb"
         assert store.get_session(session.info.id).title == "Hello there"
+
+        await type_and_send(pilot, "And again")
+        await settle(pilot, screen)
+        assert [n.note_title for n in notes(screen)] == ["No tools"]  # said once, not every turn
 
 
 @app_test
@@ -160,7 +166,8 @@ async def test_resume_after_restart_shows_the_same_messages_and_continues(config
             await type_and_send(pilot, "Remember this.")
             await settle(pilot, app.screen)
             session_id = app.screen.session.info.id
-            first = [(v.__class__, v.message_id) for v in views(app.screen)]
+            # What the app said (the no-tools note) is not part of the session.
+            first = [(v.__class__, v.message_id) for v in views(app.screen) if v.message_id is not None]
 
     with Store(db_path) as store:
         app = app_for(config, store, session_id=session_id)
@@ -549,7 +556,7 @@ async def test_open_imports_a_transcript_as_a_new_session(config, store, tmp_pat
 def test_cli_resume_and_open_reach_the_app(config, db_path, tmp_path, monkeypatch, capsys):
     started: list[dict] = []
     monkeypatch.setattr(HermesApp, "run", lambda self: started.append(
-        {"session_id": self._start_session_id, "import_path": self._import_path}))
+        {"session_id": self._start_session_id, "import_path": self._import_path, "workspace": self.workspace}))
     monkeypatch.setattr(cli, "_config", lambda args, overrides=None: config)
     monkeypatch.setattr(cli.paths, "state_db_path", lambda: db_path)
 
@@ -578,3 +585,10 @@ def test_cli_resume_and_open_reach_the_app(config, db_path, tmp_path, monkeypatc
     good.write_text(json.dumps([m.to_openai() for m in coding_session()]))
     assert cli.main(["open", str(good)]) == 0
     assert started[-1]["import_path"] == good
+
+    # The tools' folder: --workspace, checked before the app starts.
+    assert cli.main(["--workspace", str(tmp_path)]) == 0
+    assert started[-1]["workspace"] == tmp_path and started[-2]["workspace"] is None
+    assert cli.main(["--workspace", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nowhere: not a directory" in err

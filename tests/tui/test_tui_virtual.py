@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from support.chat_app import app_for, app_test, make_config, shown_ids, until, views
+from support.chat_app import app_for, app_test, make_config, notes, shown_ids, until, views
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 from textual.widgets._footer import FooterKey
@@ -237,10 +237,13 @@ async def test_a_turn_in_a_long_session_streams_at_the_bottom_in_few_layouts(con
 
         messages = screen.session.conv.messages
         assert [m.role for m in messages[-2:]] == ["user", "assistant"]
-        assert shown_ids(screen) == [m.id for m in messages][-len(views(screen)):]  # the newest, in order
-        assert len(views(screen)) <= WINDOW + 2
-        assert screen.messages.earlier_count + len(views(screen)) == len(messages)
-        reply = views(screen)[-1]
+        # The rows of the session (not the app's note that this chat model takes no tools).
+        rows = [v for v in views(screen) if not isinstance(v, InfoNote)]
+        assert [n.note_title for n in notes(screen)] == ["No tools"]
+        assert shown_ids(screen) == [m.id for m in messages][-len(rows):]  # the newest, in order
+        assert len(rows) <= WINDOW + 2
+        assert screen.messages.earlier_count + len(rows) == len(messages)
+        reply = rows[-1]
         assert isinstance(reply, AssistantMessage) and visible(screen, reply)
         assert reply.query_one(Markdown).source == messages[-1].content
         # 40 pieces, but the reply was laid out at most once per STREAM_INTERVAL (and once more at the end).

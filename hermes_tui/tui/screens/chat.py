@@ -1,24 +1,21 @@
-"""The chat screen: a conversation that never stalls, with compaction you can see.
+"""The chat screen: an agent conversation that never stalls, with compaction you can see.
 
-Threads. A reply streams in a Textual thread worker (``session.reply``), its text
-posted to the screen piece by piece. After the turn, the pass (or batch compaction)
-runs in another thread worker: it is planned on a snapshot and published under the
-session's lock (``Session.publish_pass`` drops a stale splice whole), and the screen
-then brings the message list in step with the transcript. The composer stays live
-throughout: a message sent while a pass runs goes straight out; one sent while a
-reply still streams waits for that reply. Only one pass runs at a time; passes due
-meanwhile queue up. Every thread reports back with ``post_message`` (thread-safe).
+Threads. A turn (``session.agent.AgentTurn``: model → tool calls → results → model …)
+runs in a Textual thread worker; what it does reaches the screen as messages
+(``agent_bridge``): text piece by piece, each call as it streams, runs and finishes (a
+row under the reply, collapsed to one line), each result as a row of its own. A call
+the approval mode does not allow outright opens the approval prompt (``approval``); only
+the turn's thread waits for the answer. Escape stops the model and any running tool;
+every call still gets a result. Passes run after each completed exchange in another
+thread worker (``chat_compaction``). The composer stays live throughout: a message
+sent while a pass runs goes straight out; one sent while a turn runs waits for it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -27,100 +24,51 @@ from textual.message import Message as UIMessage
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
-from textual.worker import get_current_worker
 
-from hermes_tui.chat.client import CANCELLED, ChatError
-from hermes_tui.compaction.engine import PassReport
+from hermes_tui.chat.client import ChatError
 from hermes_tui.logs import get_logger
-from hermes_tui.session.session import Session, TurnResult
+from hermes_tui.session.agent import MAX_STEPS, STOPPED, AgentTurn, Tools
+from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
 from hermes_tui.transcript import Message
-from hermes_tui.tui import commands
 from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
+from hermes_tui.tui.screens.agent_bridge import (
+    CallDelta,
+    CallFinished,
+    CallStarted,
+    ModalAsk,
+    ReplyDelta,
+    ScreenListener,
+    ScreenPasses,
+    StepReplied,
+    StepStarted,
+    TurnEnded,
+    TurnFailed,
+    UserStored,
+)
+from hermes_tui.tui.screens.approval import ApprovalScreen
+from hermes_tui.tui.screens.chat_commands import KEYS, SlashCommandsMixin
+from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, CompactionMixin
+from hermes_tui.tui.screens.chat_host import ChatHost
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.message_views import (
+    SPINNER,
     AssistantMessage,
     InfoNote,
     MarkerMessage,
+    ToolCallView,
+    ToolResultMessage,
     UserMessage,
 )
 from hermes_tui.tui.widgets.messages import MessageList
-from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES, StatusBar, StatusInfo
-from hermes_tui.tui.widgets.text import columns, first_line, one_line
+from hermes_tui.tui.widgets.status_bar import StatusBar, StatusInfo
+from hermes_tui.tui.widgets.text import first_line, one_line
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from hermes_tui.chat.choices import ModelChoice
-    from hermes_tui.config import Config
+__all__ = ["BATCH", "KEYS", "PASS", "ChatHost", "ChatScreen"]
 
 log = get_logger("tui")
-
-
-class ChatHost(Protocol):
-    """What the chat screen asks of the app that hosts it (``HermesApp``), and nothing more."""
-
-    config: Config
-    config_path: Path
-    reply_tokens: int | None
-
-    def new_session(self) -> None: ...
-    def show_sessions(self) -> None: ...
-    def open_tool_screen(self, name: str) -> None: ...
-    def use_chat_model(self, choice: ModelChoice) -> dict[str, Any]: ...
-
-
-PASS, BATCH = "pass", "batch"
-KEYS = (
-    ("Enter", "send"),
-    ("Ctrl+J", "new line (Shift+Enter too, where the terminal reports it)"),
-    ("Up / Down", "earlier / later inputs (on the first / last line)"),
-    ("Tab, Right", "complete a /command"),
-    ("Escape", "stop the reply being written"),
-    ("Ctrl+N", "new session"),
-    ("Ctrl+R", "sessions"),
-    ("Ctrl+O", "compact now"),
-    ("Ctrl+G", "usage"),
-    ("F1", "this help"),
-    ("Ctrl+T", "show earlier messages (a long session shows its newest first)"),
-    ("Ctrl+P", "command palette"),
-    ("Ctrl+Q", "quit"),
-)
-
-
-# --- what the threads report ------------------------------------------------------------
-
-
-class UserStored(UIMessage):
-    def __init__(self, view: UserMessage, message: Message):
-        super().__init__()
-        self.view, self.message = view, message
-
-
-class ReplyDelta(UIMessage):
-    def __init__(self, view: AssistantMessage, text: str):
-        super().__init__()
-        self.view, self.text = view, text
-
-
-class ReplyDone(UIMessage):
-    def __init__(self, view: AssistantMessage, turn: TurnResult):
-        super().__init__()
-        self.view, self.turn = view, turn
-
-
-class ReplyFailed(UIMessage):
-    def __init__(self, view: AssistantMessage, error: BaseException):
-        super().__init__()
-        self.view, self.error = view, error
-
-
-class PassLanded(UIMessage):
-    def __init__(self, session: Session, kind: str, report: PassReport | None, manual: bool):
-        super().__init__()
-        self.session, self.kind, self.report, self.manual = session, kind, report, manual
 
 
 class WindowResolved(UIMessage):
@@ -136,9 +84,9 @@ class ArchivedLoaded(UIMessage):
 # --- the screen -------------------------------------------------------------------------
 
 
-class ChatScreen(Screen):
+class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
     BINDINGS = [
-        Binding("escape", "cancel_reply", "Stop reply"),
+        Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
         Binding("ctrl+r", "slash('/sessions')", "Sessions"),
         Binding("ctrl+o", "slash('/compact')", "Compact"),
@@ -157,8 +105,14 @@ class ChatScreen(Screen):
         self.compaction: str | None = None          # PASS or BATCH while one runs
         self._queued: deque[tuple[str, str | None, bool]] = deque()
         self.last_outcome: str | None = None
-        self._failure_shown: str | None = None  # the pass failure last told, so a repeat is not told each turn
+        self._failure_shown: str | None = None
         self._spinner: Timer | None = None
+        self.tools: Tools | None = None
+        self.tools_available: bool | None = None  # whether the chat model takes tools (None: not known yet)
+        self.step: int | None = None  # the turn's model call, while one runs
+        self._user_view: UserMessage | None = None
+        self._reply_view: AssistantMessage | None = None  # the current step's reply
+        self._running_call: ToolCallView | None = None
 
     @property
     def hermes(self) -> ChatHost:
@@ -166,7 +120,7 @@ class ChatScreen(Screen):
 
     @property
     def busy(self) -> bool:
-        """A reply or a pass is in flight, or one is queued."""
+        """A turn or a pass is in flight, or one is queued."""
         return bool(self.replying or self.compaction or self._outbox or self._queued)
 
     def compose(self) -> ComposeResult:
@@ -179,6 +133,7 @@ class ChatScreen(Screen):
 
     async def on_mount(self) -> None:
         self.query_one("#hints").display = False
+        self.tools = self.hermes.tools_for(self.session)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.show(messages)
@@ -200,7 +155,7 @@ class ChatScreen(Screen):
 
     def on_unmount(self) -> None:
         if self._cancel is not None:
-            self._cancel.set()  # a reply still streaming for this screen is not wanted any more
+            self._cancel.set()  # a turn still running for this screen is not wanted any more
 
     @property
     def messages(self) -> MessageList:
@@ -214,6 +169,10 @@ class ChatScreen(Screen):
             self.replying and not self._got_text and self.compaction
             and runtime is not None and getattr(runtime, "waiting", 0) > 0
         )
+        if self.tools is None:
+            mode = ""
+        else:
+            mode = "tools off" if self.tools_available is False else self.tools.mode.value
         return StatusInfo(
             model=getattr(self.session.chat, "model_name", "") or "",
             tokens=usage["tokens"],
@@ -225,6 +184,9 @@ class ChatScreen(Screen):
             waiting=waiting,
             replying=self.replying,
             last_outcome=self.last_outcome,
+            mode=mode,
+            step=self.step if self.replying else None,
+            max_steps=self.hermes.config.agent.max_steps,
         )
 
     def refresh_status(self) -> None:
@@ -240,6 +202,8 @@ class ChatScreen(Screen):
         bar = self.query_one(StatusBar)
         bar.info = self.status_info()
         bar.tick()
+        if self._running_call is not None:
+            self._running_call.tick(SPINNER[bar.frame])
 
     @on(WindowResolved)
     def _window_resolved(self) -> None:
@@ -262,7 +226,7 @@ class ChatScreen(Screen):
         hints.display = bool(event.matches)
 
     async def send(self, text: str) -> None:
-        """Show the message and send it (after the reply being written, if there is one)."""
+        """Show the message and send it (after the turn running, if there is one)."""
         # One frame, one layout pass, for the message, the reply's view and the footer's Escape.
         with self.app.batch_update():
             view = UserMessage(text)
@@ -274,47 +238,60 @@ class ChatScreen(Screen):
                 return
             await self._start_turn(text, view)
 
+    # --- the turn -----------------------------------------------------------------------
     async def _start_turn(self, text: str, user_view: UserMessage) -> None:
         user_view.remove_class("-queued")
-        reply_view = AssistantMessage(None)
-        await self.messages.add(reply_view)
+        self._user_view = user_view
+        self._reply_view = AssistantMessage(None)
+        await self.messages.add(self._reply_view)
         self.replying = True
         self._got_text = False
-        self._cancel = threading.Event()
+        self.step = None
+        self._cancel = cancel = threading.Event()
         self.refresh_status()
-        self.refresh_bindings()  # Escape stops the reply: shown in the footer while there is one
-        self.session.begin_work()  # the session keeps its lease until the reply is stored
-        self._chat_worker(self.session, text, user_view, reply_view, self._cancel, self.hermes.reply_tokens)
+        self.refresh_bindings()  # Escape stops the turn: shown in the footer while there is one
+        self.session.begin_work()  # the session keeps its lease until the turn is stored
+        turn = AgentTurn(
+            self.session, self.tools, ask=ModalAsk(self.app, cancel, ApprovalScreen),
+            listener=ScreenListener(self.post_message), max_steps=self.hermes.config.agent.max_steps,
+            max_tokens=self.hermes.reply_tokens,
+            passes=ScreenPasses(self.post_message, self.compaction_idle, cancel),  # type: ignore[arg-type]
+        )
+        self._turn_worker(turn, text, cancel)
 
     @work(thread=True, group="chat", exit_on_error=False)
-    def _chat_worker(
-        self, session: Session, text: str, user_view: UserMessage, reply_view: AssistantMessage,
-        cancel: threading.Event, max_tokens: int | None,
-    ) -> None:
-        post = self.post_message
+    def _turn_worker(self, turn: AgentTurn, text: str, cancel: threading.Event) -> None:
+        session, post = turn.session, self.post_message
         try:
             message = session.add_user_message(text)
-            post(UserStored(user_view, message))
+            post(UserStored(message))
             if not session.info.title:
                 _name_after(session, text)
-            turn = session.reply(
-                on_delta=lambda piece: post(ReplyDelta(reply_view, piece)) and None,
-                cancel=cancel, max_tokens=max_tokens,
-            )
+            result = turn.run(cancel)
         except (ChatError, StoreError) as exc:
-            log.warning("reply failed: %s: %s", type(exc).__name__, exc)
-            post(ReplyFailed(reply_view, exc))
+            log.warning("turn failed: %s: %s", type(exc).__name__, exc)
+            post(TurnFailed(exc))
         except Exception as exc:  # a bug: logged with its traceback, never shown as one
-            log.exception("reply failed")
-            post(ReplyFailed(reply_view, exc))
+            log.exception("turn failed")
+            post(TurnFailed(exc))
         else:
-            post(ReplyDone(reply_view, turn))
+            post(TurnEnded(result, tools_available=_takes_tools(session)))
         finally:
             session.end_work()
 
     @on(UserStored)
     def _user_stored(self, event: UserStored) -> None:
-        event.view.message = event.message
+        if self._user_view is not None:
+            self._user_view.message = event.message
+        self.refresh_status()
+
+    @on(StepStarted)
+    async def _step_started(self, event: StepStarted) -> None:
+        self.step = event.step
+        if event.step > 1 or self._reply_view is None:  # the first step's view is there already
+            self._reply_view = AssistantMessage(None)
+            self._got_text = False
+            await self.messages.add(self._reply_view)
         self.refresh_status()
 
     @on(ReplyDelta)
@@ -322,31 +299,76 @@ class ChatScreen(Screen):
         if not self._got_text:
             self._got_text = True
             self.refresh_status()
-        await event.view.write(event.text)
+        if self._reply_view is not None:
+            await self._reply_view.write(event.text)
 
-    @on(ReplyDone)
-    async def _reply_done(self, event: ReplyDone) -> None:
-        await event.view.finish(event.turn.reply)  # a stopped reply shows its "stopped" note
-        if not event.turn.stopped:  # the spec runs passes after a turn that finishes normally
-            self._after_turn()
+    @on(CallDelta)
+    async def _call_delta(self, event: CallDelta) -> None:
+        if self._reply_view is not None:
+            await self._reply_view.stream_call(event.index, event.name, event.arguments)
+
+    @on(StepReplied)
+    async def _step_replied(self, event: StepReplied) -> None:
+        if self._reply_view is not None:
+            await self._reply_view.finish(event.message)  # a stopped reply shows its "stopped" note
+
+    @on(CallStarted)
+    def _call_started(self, event: CallStarted) -> None:
+        view = self._reply_view.call_view(event.call_id) if self._reply_view is not None else None
+        if view is not None:
+            view.start()
+        self._running_call = view
+
+    @on(CallFinished)
+    async def _call_finished(self, event: CallFinished) -> None:
+        view = self._reply_view.call_view(event.call_id) if self._reply_view is not None else None
+        if view is not None:
+            view.finish(event.result)
+        self._running_call = None
+        await self.messages.add(ToolResultMessage(event.message))
+
+    @on(TurnEnded)
+    async def _turn_ended(self, event: TurnEnded) -> None:
+        result, view = event.result, self._reply_view
+        if view is not None and view.message is None:  # the last step was stopped before any text
+            await view.finish(None)
+            view.mount(Static("(stopped before the reply began)", classes="note"))
+        if result.outcome == MAX_STEPS:
+            await self.note(f"The turn reached its step limit ({result.steps} model calls, agent.max_steps) "
+                            "without a final answer. Send a message to let it go on.", severity="warning")
+        self.tools_available = event.tools_available
+        await self._tell_no_tools()
+        if result.outcome == STOPPED:
+            log.info("turn stopped after %d steps and %d calls", result.steps, result.calls)
         await self._turn_over()
 
-    @on(ReplyFailed)
-    async def _reply_failed(self, event: ReplyFailed) -> None:
-        error = event.error
-        await event.view.finish(None)
-        if isinstance(error, ChatError) and error.kind == CANCELLED:
-            # Stopped before any text arrived: there is nothing to keep.
-            event.view.mount(Static("(stopped before the reply began)", classes="note"))
-        else:
-            await event.view.remove()
-            problem, fix = first_run_problem(error)
-            await self.note(f"{problem}.\nTo fix it: {fix}", title="The reply failed", severity="error")
+    @on(TurnFailed)
+    async def _turn_failed(self, event: TurnFailed) -> None:
+        view = self._reply_view
+        if view is not None and view.message is None:
+            await view.finish(None)
+            await view.remove()
+        problem, fix = first_run_problem(event.error)
+        await self.note(f"{problem}.\nTo fix it: {fix}", title="The reply failed", severity="error")
         await self._turn_over()
+
+    async def _tell_no_tools(self) -> None:
+        """A chat model that cannot call tools runs without them: said once per model."""
+        if self.tools is None or self.tools_available is not False:
+            return
+        model = getattr(self.session.chat, "model_name", "") or ""
+        if model in self.hermes.told_no_tools:
+            return
+        self.hermes.told_no_tools.add(model)
+        await self.note(f"{one_line(model, 60) or 'The chat model'} cannot call tools (its chat template has "
+                        "none mlx-lm can parse, or its endpoint refused them): the chat runs without "
+                        "reading, running or editing anything.", title="No tools", severity="warning")
 
     async def _turn_over(self) -> None:
         self.replying = False
         self._cancel = None
+        self.step = None
+        self._running_call = None
         self.refresh_bindings()
         if self._outbox:
             text, view = self._outbox.popleft()
@@ -368,98 +390,6 @@ class ChatScreen(Screen):
     async def action_earlier(self) -> None:
         """Show the older messages waiting above the list's first view, from their top."""
         await self.messages.show_earlier(keep_position=False)
-
-    # --- compaction ---------------------------------------------------------------------
-    def _after_turn(self) -> None:
-        if not self.session.compactor.settings.enabled:
-            return
-        if self.session.pass_due():
-            self.request_compaction(PASS)
-        elif self.session.over_threshold():
-            self.request_compaction(BATCH)
-
-    def request_compaction(self, kind: str, focus: str | None = None, *, manual: bool = False) -> None:
-        """Run a pass (or batch compaction) now, or after the one running."""
-        if self.compaction is not None:
-            self._queued.append((kind, focus, manual))
-            return
-        self.compaction = kind
-        self.refresh_status()
-        self.session.begin_work()  # a pass still lands (its session keeps its lease) after /new
-        # An app worker, not this screen's: after /new the pass still lands in its own session
-        # (stored); only quitting abandons it.
-        self.app.run_worker(
-            partial(self._compaction_worker, self.session, kind, focus, manual),
-            name=f"{kind} {self.session.info.id}", group="compaction", thread=True, exit_on_error=False,
-        )
-
-    def _compaction_worker(self, session: Session, kind: str, focus: str | None, manual: bool) -> None:
-        worker = get_current_worker()
-        try:
-            planned = _abandonable(
-                session.plan_pass if kind == PASS else lambda: session.plan_compress(focus),
-                cancelled=lambda: worker.is_cancelled,
-            )
-            if planned is None:
-                return  # the app is closing: a plan is only a proposal, nothing was written
-            report = session.publish_pass(planned)
-        except Exception:
-            log.exception("%s compaction failed; the transcript is unchanged", kind)
-            report = None
-        finally:
-            session.end_work()
-        self.post_message(PassLanded(session, kind, report, manual))
-
-    @on(PassLanded)
-    async def _pass_landed(self, event: PassLanded) -> None:
-        if event.session is not self.session:
-            return
-        self.compaction = None
-        report = event.report
-        self.last_outcome = report.outcome if report is not None else "error"
-        if not event.manual:  # /compact says how it went in its own note
-            self._tell_failure(report)
-        with self.session.lock:
-            messages = list(self.session.conv.messages)
-        await self.messages.sync(messages)
-        if event.manual:
-            await self._batch_note(report)
-        if self._queued:
-            kind, focus, manual = self._queued.popleft()
-            self.request_compaction(kind, focus, manual=manual)
-        elif event.kind == PASS and self.session.compactor.settings.enabled and self.session.over_threshold():
-            self.request_compaction(BATCH)
-        self.refresh_status()
-
-    def _tell_failure(self, report: PassReport | None) -> None:
-        """A failed pass's reason and what to change, once until a pass goes through."""
-        detail = report.detail if report is not None else None
-        if detail is None:
-            if report is not None and report.outcome not in FAILED_OUTCOMES:
-                self._failure_shown = None
-            return
-        if detail != self._failure_shown:
-            self._failure_shown = detail
-            self.app.notify(detail, title=f"Compaction pass failed ({report.outcome})", severity="warning", timeout=15)
-
-    async def _batch_note(self, report: PassReport | None) -> None:
-        """What ``/compact`` did."""
-        if report is None:
-            await self.note("Compaction failed; details are in the log. The conversation is unchanged.",
-                            severity="error")
-            return
-        fields = report.fields
-        if report.outcome == "compressed":
-            await self.note(
-                f"Compacted: {fields.get('messages_before')} → {fields.get('messages_after')} messages, "
-                f"{fields.get('tokens_before'):,} → {fields.get('tokens_after'):,} tokens."
-            )
-        elif report.outcome == "nothing_to_absorb":
-            await self.note("Nothing to compact yet: everything is in the protected head or the recent tail.")
-        else:
-            failure = report.detail or fields.get("failure") or report.outcome
-            await self.note(f"Compaction did not apply ({report.outcome}: {failure}); the conversation is "
-                            "unchanged.", severity="warning")
 
     # --- the archive behind a marker --------------------------------------------------------
     @on(MarkerMessage.ShowArchived)
@@ -493,139 +423,12 @@ class ChatScreen(Screen):
             return
         await event.view.show_archived(event.messages)
 
-    # --- notes and slash commands ----------------------------------------------------------
+    # --- notes ----------------------------------------------------------------------------
     async def note(self, text: str, *, title: str = "", severity: str = "information",
                    markdown: bool = False) -> InfoNote:
         view = InfoNote(text, title=title, severity=severity, markdown=markdown)
         await self.messages.add(view)
         return view
-
-    def action_slash(self, text: str) -> None:
-        self.run_slash(text)
-
-    def run_slash(self, text: str) -> bool:
-        """Run ``text`` if it is a slash command; False when it is a message to send."""
-        invocation = commands.parse(text)
-        if invocation is None:
-            return False
-        if invocation.command is None:
-            self._run_guarded(self.note(f"Unknown command /{invocation.name}: /help lists the commands.",
-                                        severity="warning"))
-            return True
-        handler: Callable[[str], Any] = getattr(self, f"slash_{invocation.name}")
-        result = handler(invocation.arg)
-        if result is not None:
-            self._run_guarded(result)
-        return True
-
-    def _run_guarded(self, coroutine: Awaitable[Any]) -> None:
-        async def guarded() -> None:
-            try:
-                await coroutine
-            except Exception:
-                log.exception("a command failed")
-                self.app.notify("That command failed; details are in the log.", severity="error")
-
-        self.run_worker(guarded(), group="commands")
-
-    async def slash_help(self, arg: str) -> None:
-        text = columns((c.usage, c.help) for c in commands.COMMANDS) + "\n\n" + columns(KEYS)
-        await self.note(text, title="Commands and keys")
-
-    def slash_new(self, arg: str) -> None:
-        self.hermes.new_session()
-
-    def slash_sessions(self, arg: str) -> None:
-        self.hermes.show_sessions()
-
-    def slash_compact(self, arg: str) -> None:
-        # The status bar shows it running; a note says what it did when it lands.
-        self.request_compaction(BATCH, arg or None, manual=True)
-
-    async def slash_usage(self, arg: str) -> None:
-        u = self.session.usage()
-        window = f"{u['context_limit']:,} tokens ({u['context_source']})" if u["context_limit"] else "resolving …"
-        occupancy = f"{u['occupancy_pct']:.1f}% of the compaction threshold" if u["occupancy_pct"] is not None else "–"
-        threshold = f"{u['threshold_tokens']:,} tokens" if u["threshold_tokens"] else "–"
-        rows = [
-            ("tokens in context", f"{u['tokens']:,} ({u['messages']} messages)"),
-            ("context window", window),
-            ("compaction threshold", threshold),
-            ("occupancy", occupancy),
-            ("micro passes", str(u["passes"])),
-            ("tokens saved", f"{u['tokens_saved']:,}"),
-            ("rolling summary", f"{u['summary_tokens']:,} tokens"),
-            ("batch compactions", str(u["batch_compactions"])),
-            ("last pass", self._last_pass_text(u["last_pass"])),
-        ]
-        await self.note(columns(rows), title="Usage")
-
-    def _last_pass_text(self, outcome: str | None) -> str:
-        last = self.session.last_pass
-        detail = last.detail if last is not None else None
-        return f"{outcome}: {detail}" if outcome and detail else outcome or self.last_outcome or "–"
-
-    async def slash_summary(self, arg: str) -> None:
-        summary = self.session.compactor.rolling_summary
-        if not summary:
-            await self.note("No rolling summary yet: the first pass writes one after a completed turn.",
-                            title="Rolling summary")
-        else:
-            tokens = self.session.compactor.state.summary_tokens
-            await self.note(summary, title=f"Rolling summary ({tokens:,} tokens)", markdown=True)
-
-    async def slash_model(self, arg: str) -> None:
-        """``/model NAME`` switches the chat model; ``/model`` picks it from a list. The choice
-        is written to config.yaml and the app reloads its clients (as after /settings)."""
-        from hermes_tui.chat.choices import ChoiceError, find_choice
-        from hermes_tui.config import ConfigError
-        from hermes_tui.tui.screens.model_picker import ModelPicker
-
-        app = self.hermes
-        if arg:
-            try:  # scans the HF cache, may ask the endpoint: off the UI thread
-                choice = await asyncio.to_thread(find_choice, arg, app.config.model, app.config_path)
-            except ChoiceError as exc:
-                await self.note(str(exc), title="The chat model was not changed", severity="warning")
-                return
-        else:
-            choice = await self.app.push_screen_wait(ModelPicker(app.config.model, app.config_path, self._models_now()))
-            if choice is None:
-                return
-        if self.busy:  # switching reopens the session: what is in flight lands in this one first
-            await self.note(f"Switching to {choice.label} once the reply and the passes in flight are done.")
-            while self.busy:
-                await asyncio.sleep(0.1)
-        try:
-            changes = app.use_chat_model(choice)
-        except ConfigError as exc:
-            await self.note(str(exc), title="The chat model was not changed", severity="error")
-            return
-        self.app.notify(", ".join(f"{key} = {value}" for key, value in changes.items()), title="Chat model set")
-
-    def _models_now(self) -> str:
-        u = self.session.usage()
-        window = f"{u['context_limit']:,} tokens ({u['context_source']})" if u["context_limit"] else "resolving …"
-        return columns([
-            ("chat model", getattr(self.session.chat, "model_name", "") or "(none)"),
-            ("context window", window),
-            ("compression model", getattr(self.session.compactor.ctx.summarizer, "model_name", "?")),
-        ])
-
-    def slash_models(self, arg: str) -> None:
-        self.hermes.open_tool_screen("models")
-
-    def slash_tools(self, arg: str) -> None:
-        self.hermes.open_tool_screen("tools")
-
-    def slash_bench(self, arg: str) -> None:
-        self.hermes.open_tool_screen("bench")
-
-    def slash_settings(self, arg: str) -> None:
-        self.hermes.open_tool_screen("settings")
-
-    def slash_quit(self, arg: str) -> None:
-        self.app.exit()
 
 
 def _name_after(session: Session, text: str) -> None:
@@ -636,26 +439,9 @@ def _name_after(session: Session, text: str) -> None:
         session.info = replace(session.info, title=title)
 
 
-def _abandonable(plan: Callable[[], Any], *, cancelled: Callable[[], bool], poll: float = 0.1) -> Any:
-    """Run ``plan`` on a daemon thread and wait for it, giving up (None) once ``cancelled()``.
-
-    A pass can take tens of seconds on a local model; quitting must not wait for it.
-    Planning writes nothing, so an abandoned plan leaves nothing behind.
-    """
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = plan()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting worker
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="hermes-pass", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(poll)
-        if cancelled() and thread.is_alive():
-            return None
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+def _takes_tools(session: Session) -> bool:
+    """Whether the chat model takes tools (asked in the turn's thread: MLX may load the model)."""
+    try:
+        return bool(getattr(session.chat, "supports_tools", False))
+    except ChatError:
+        return False

@@ -66,16 +66,91 @@ class UserMessage(MessageView):
 
 
 class ToolCallView(Collapsible):
-    """One tool call: name and short arguments; the full arguments when opened."""
+    """One tool call: name and short arguments; the full arguments when opened.
+
+    Live, during an agent turn, the row follows the call: its name and arguments as they
+    stream in (``stream``), the complete call (``settle``), a spinner while it runs
+    (``start``, ``tick``), then how it went (``finish``: exit code, size, duration)."""
 
     DEFAULT_CLASSES = "tool-call"
 
-    def __init__(self, call: dict[str, Any]):
+    def __init__(self, call: dict[str, Any] | None = None):
+        call = call or {}
         function = call.get("function") or {}
+        self.call_id: str | None = call.get("id")
         self.tool_name = str(function.get("name") or "tool")
-        arguments = function.get("arguments", "")
-        title = f"⚙ {escape(self.tool_name)}  {escape(short_args(arguments))}"
-        super().__init__(Static(pretty_args(arguments), markup=False, classes="detail"), title=title)
+        self.arguments = function.get("arguments", "")
+        self.state = ""  # "" (as stored) | "streaming" | "running" | "done"
+        self.outcome = ""
+        super().__init__(Static(pretty_args(self.arguments), markup=False, classes="detail"),
+                         title=self._title_text())
+
+    def _title_text(self, spin: str = "") -> str:
+        title = f"⚙ {escape(self.tool_name)}  {escape(short_args(self.arguments))}"
+        if self.state == "streaming":
+            return title + "  [dim]…[/]"
+        if self.state == "running":
+            return title + f"  [dim]{spin} running[/]"
+        if self.outcome:
+            return title + f"  {self.outcome}"
+        return title
+
+    def stream(self, name: str | None, piece: str) -> None:
+        """A piece of the call as it forms."""
+        self.state = "streaming"
+        if name:
+            self.tool_name = name
+        self.arguments = (self.arguments if isinstance(self.arguments, str) else "") + piece
+        self.title = self._title_text()
+
+    def settle(self, call: dict[str, Any]) -> None:
+        """The call is complete (as stored): its id, name and arguments are final."""
+        function = call.get("function") or {}
+        self.call_id = call.get("id")
+        self.tool_name = str(function.get("name") or "tool")
+        self.arguments = function.get("arguments", "")
+        self.state = ""
+        self.query_one(".detail", Static).update(pretty_args(self.arguments))
+        self.title = self._title_text()
+
+    def start(self) -> None:
+        self.state = "running"
+        self.tick(SPINNER[0])
+
+    def tick(self, spin: str) -> None:
+        if self.state == "running":
+            self.title = self._title_text(spin)
+
+    def finish(self, result: Any) -> None:
+        """``result`` is the call's ``tools.base.ToolResult``."""
+        self.state = "done"
+        size = result.bytes if result.status.value == "ok" else 0
+        self.outcome = outcome_text(result.status.value, result.exit_code, size, result.duration_ms)
+        self.set_class(result.is_error, "-failed")
+        self.title = self._title_text()
+
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+OUTCOME_MARKS = {"ok": "[green]✓[/]", "error": "[red]✗ error[/]", "denied": "[yellow]✗ denied[/]",
+                 "stopped": "[yellow]■ stopped[/]", "interrupted": "[yellow]■ interrupted[/]"}
+
+
+def size_text(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MB"
+
+
+def outcome_text(status: str, exit_code: int | None, size: int, duration_ms: float | None) -> str:
+    """``✓ exit 0  1.2 KB · 35 ms``: how a call went, for its row (console markup)."""
+    if status == "ok" and exit_code not in (None, 0):
+        mark = f"[red]✗ exit {exit_code}[/]"
+    else:
+        mark = OUTCOME_MARKS.get(status, escape(status)) + (f" exit {exit_code}" if exit_code is not None else "")
+    facts = [size_text(size)] if size or status == "ok" else []
+    if duration_ms is not None:
+        facts.append(f"{duration_ms / 1000:.1f} s" if duration_ms >= 1000 else f"{duration_ms:.0f} ms")
+    return f"{mark}  [dim]{' · '.join(facts)}[/]" if facts else mark
 
 
 
@@ -90,6 +165,7 @@ class AssistantMessage(MessageView):
     def __init__(self, message: Message | None = None):
         super().__init__(message)
         self._stream = None
+        self._streaming_calls: dict[int, ToolCallView] = {}  # by the call's index in the reply
         if message is not None and message.tool_calls:
             self.add_class("-calls")
         if message is not None and message.meta.get("stopped"):
@@ -121,11 +197,38 @@ class AssistantMessage(MessageView):
             markdown = self.query_one(Markdown)
             if markdown.source != message.content:
                 await markdown.update(message.content)
+            await self._settle_calls(message.tool_calls or [])
             if message.meta.get("stopped") and not self.has_class("-stopped"):
                 self.add_class("-stopped")
                 await self.mount(Label(self.STOPPED_NOTE, classes="note stopped-note", markup=False))
         else:
             self.add_class("-discarded")
+
+    async def stream_call(self, index: int, name: str | None, piece: str) -> None:
+        """A piece of the reply's call number ``index`` as it forms: its row shows at once."""
+        view = self._streaming_calls.get(index)
+        if view is None:
+            view = self._streaming_calls[index] = ToolCallView()
+            self.add_class("-calls")
+            await self.mount(view)
+        view.stream(name, piece)
+
+    async def _settle_calls(self, calls: list[dict[str, Any]]) -> None:
+        """The stored calls replace what streamed: one row each, in order (a provider that
+        streams no pieces gets its rows here; a piece no call came of loses its row)."""
+        for index, call in enumerate(calls):
+            view = self._streaming_calls.pop(index, None)
+            if view is None:
+                view = ToolCallView(call)
+                self.add_class("-calls")
+                await self.mount(view)
+            view.settle(call)
+        for view in self._streaming_calls.values():
+            await view.remove()
+        self._streaming_calls.clear()
+
+    def call_view(self, call_id: str) -> ToolCallView | None:
+        return next((v for v in self.query_children(ToolCallView) if v.call_id == call_id), None)
 
     def on_unmount(self) -> None:
         if self._stream is not None:  # removed mid-reply (the screen closed): nothing more to show
@@ -187,16 +290,23 @@ class ThrottledMarkdownStream:
 
 
 class ToolResultMessage(MessageView):
-    """A tool result: its first line; the whole output when opened."""
+    """A tool result: its first line (and a failure of the call the app ran: an error, a deny,
+    a stop, an exit code other than 0); the whole output when opened."""
 
     DEFAULT_CLASSES = "message tool"
 
     def compose(self) -> ComposeResult:
         assert self.message is not None
-        name = self.message.name or "result"
+        tool = self.message.meta.get("tool")
+        tool = tool if isinstance(tool, dict) else {}
+        name = self.message.name or str(tool.get("name") or "result")
         head = one_line(first_line(self.message.content)) or "(empty)"
         lines = self.message.content.count("\n") + 1 if self.message.content else 0
         more = f"  [dim]({lines} lines)[/]" if lines > 1 else ""
+        # How the call went, when it did not go well (its call's row says so too while live).
+        if tool.get("status") not in (None, "ok") or tool.get("exit_code") not in (None, 0):
+            more += "  " + outcome_text(str(tool["status"]), tool.get("exit_code"), int(tool.get("bytes") or 0),
+                                        tool.get("duration_ms"))
         yield Collapsible(
             Static(self.message.content, markup=False, classes="detail"),
             title=f"↳ {escape(name)}: {escape(head)}{more}",

@@ -1,5 +1,6 @@
 """The status bar: model, tokens / window, occupancy gauge, passes, what is running now, and
-the MCP servers (``MCP 2/3 ready, 1 failed``; nothing without servers).
+the agent's approval mode (with the step during a turn) and the MCP servers
+(``MCP 2/3 ready, 1 failed``; nothing without servers).
 
 It only shows what it is given (``StatusInfo``); the chat screen decides what that is.
 Colours come from the theme through component classes (``status-bar--ok`` …).
@@ -38,6 +39,9 @@ class StatusInfo:
     waiting: bool = False            # the reply is queued behind a pass on the same device
     replying: bool = False
     last_outcome: str | None = None
+    mode: str = ""                   # the approval mode ("" when the chat has no tools)
+    step: int | None = None          # the agent turn's model call, while one runs
+    max_steps: int | None = None
 
 
 def short_tokens(n: int) -> str:
@@ -66,7 +70,8 @@ def level(pct: float | None) -> str:
     return "-high" if pct >= HIGH_AT else "-warn" if pct >= WARN_AT else "-ok"
 
 
-PARTS = ("model", "tokens", "gauge", "passes", "activity", "mcp")
+PARTS = ("model", "tokens", "gauge", "passes", "activity", "agent", "mcp")
+FULL_AUTO = "⚠ FULL AUTO"  # full mode runs edits and commands unasked: never out of sight
 MODEL_MIN = 8  # cells the model's name keeps (padding included) when the bar is short of room
 
 
@@ -77,7 +82,7 @@ class StatusBar(Widget):
 
     COMPONENT_CLASSES = {
         "status-bar--model", "status-bar--ok", "status-bar--warn", "status-bar--high", "status-bar--unknown",
-        "status-bar--running", "status-bar--failed",
+        "status-bar--running", "status-bar--failed", "status-bar--danger",
     }
 
     def __init__(self, **kwargs):
@@ -96,7 +101,7 @@ class StatusBar(Widget):
 
     def state(self, part: str) -> str:
         """The state class of ``part``: ``-ok``/``-warn``/``-high``/``-unknown`` (gauge),
-        ``-running``/``-failed`` (activity, mcp), "" for none."""
+        ``-running``/``-failed`` (activity, mcp), ``-danger`` (agent, in full mode), "" for none."""
         return self._states[part]
 
     def tick(self) -> None:
@@ -116,6 +121,7 @@ class StatusBar(Widget):
         saved = f" · {short_tokens(info.tokens_saved)} saved" if info.tokens_saved else ""
         self._set("passes", f"{info.passes} {'pass' if info.passes == 1 else 'passes'}{saved}")
         self._show_activity()
+        self._show_agent()
 
     def show_mcp(self, summary: str, state: str = "") -> None:
         """The MCP servers' one line (the manager's ``summary()``; "" hides the part) and its
@@ -145,6 +151,14 @@ class StatusBar(Widget):
         state = "-running" if info.activity or info.replying else (
             "-failed" if info.last_outcome in FAILED_OUTCOMES else "")
         self._set("activity", text, state)
+
+    def _show_agent(self) -> None:
+        """The approval mode, and the step while a turn runs; full mode as a warning."""
+        info = self.info
+        text = FULL_AUTO if info.mode == "full" else info.mode
+        if text and info.step is not None:
+            text += f" · step {info.step}" + (f"/{info.max_steps}" if info.max_steps else "")
+        self._set("agent", text, "-danger" if info.mode == "full" else "")
 
     def render(self) -> Text:
         """The parts in a row, as a row of labels would show them: the model's name takes

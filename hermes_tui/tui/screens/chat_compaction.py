@@ -1,0 +1,165 @@
+"""The chat screen's compaction: passes (and batch compaction) in the background, one at a time.
+
+A pass is planned on a snapshot in an app thread worker and published under the
+session's lock (``Session.publish_pass`` drops a stale splice whole); the screen then
+brings the message list in step with the transcript. Passes asked for while one runs
+(by the agent loop after each exchange, or ``/compact``) queue up. A mixin of
+``ChatScreen``: its handlers go by name (``on_pass_landed``), which Textual finds on
+mixins too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from textual.worker import get_current_worker
+
+from hermes_tui.compaction.engine import PassReport
+from hermes_tui.logs import get_logger
+from hermes_tui.session.passes import MICRO
+from hermes_tui.session.session import Session
+from hermes_tui.tui.screens.agent_bridge import PassLanded, PassRequested
+from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES
+
+if TYPE_CHECKING:
+    from hermes_tui.tui.widgets.message_views import InfoNote
+    from hermes_tui.tui.widgets.messages import MessageList
+
+log = get_logger("tui")
+
+PASS, BATCH = "pass", "batch"
+
+
+class CompactionMixin:
+    session: Session
+    compaction: str | None  # PASS or BATCH while one runs
+    _queued: deque[tuple[str, str | None, bool]]
+    last_outcome: str | None
+    _failure_shown: str | None  # the pass failure last told, so a repeat is not told each turn
+    app: Any
+    messages: MessageList
+    refresh_status: Callable[[], None]
+
+    async def note(self, text: str, *, title: str = "", severity: str = "information",
+                   markdown: bool = False) -> InfoNote: ...
+
+    def compaction_idle(self) -> bool:
+        """No pass runs or waits (read from the turn's thread too: plain attribute reads)."""
+        return self.compaction is None and not self._queued
+
+    def on_pass_requested(self, event: PassRequested) -> None:
+        """The agent loop completed an exchange and a pass (or batch compaction) is due."""
+        event.passes.taken()
+        if self.session.compactor.settings.enabled:
+            self.request_compaction(PASS if event.kind == MICRO else BATCH)
+
+    def request_compaction(self, kind: str, focus: str | None = None, *, manual: bool = False) -> None:
+        """Run a pass (or batch compaction) now, or after the one running."""
+        if self.compaction is not None:
+            self._queued.append((kind, focus, manual))
+            return
+        self.compaction = kind
+        self.refresh_status()
+        self.session.begin_work()  # a pass still lands (its session keeps its lease) after /new
+        # An app worker, not this screen's: after /new the pass still lands in its own session
+        # (stored); only quitting abandons it.
+        self.app.run_worker(
+            partial(self._compaction_worker, self.session, kind, focus, manual),
+            name=f"{kind} {self.session.info.id}", group="compaction", thread=True, exit_on_error=False,
+        )
+
+    def _compaction_worker(self, session: Session, kind: str, focus: str | None, manual: bool) -> None:
+        worker = get_current_worker()
+        try:
+            planned = abandonable(
+                session.plan_pass if kind == PASS else lambda: session.plan_compress(focus),
+                cancelled=lambda: worker.is_cancelled,
+            )
+            if planned is None:
+                return  # the app is closing: a plan is only a proposal, nothing was written
+            report = session.publish_pass(planned)
+        except Exception:
+            log.exception("%s compaction failed; the transcript is unchanged", kind)
+            report = None
+        finally:
+            session.end_work()
+        self.post_message(PassLanded(session, kind, report, manual))  # type: ignore[attr-defined]
+
+    async def on_pass_landed(self, event: PassLanded) -> None:
+        if event.session is not self.session:
+            return
+        self.compaction = None
+        report = event.report
+        self.last_outcome = report.outcome if report is not None else "error"
+        if not event.manual:  # /compact says how it went in its own note
+            self._tell_failure(report)
+        with self.session.lock:
+            messages = list(self.session.conv.messages)
+        await self.messages.sync(messages)
+        if event.manual:
+            await self._batch_note(report)
+        if self._queued:
+            kind, focus, manual = self._queued.popleft()
+            self.request_compaction(kind, focus, manual=manual)
+        elif event.kind == PASS and self.session.compactor.settings.enabled and self.session.over_threshold():
+            self.request_compaction(BATCH)
+        self.refresh_status()
+
+    def _tell_failure(self, report: PassReport | None) -> None:
+        """A failed pass's reason and what to change, once until a pass goes through."""
+        detail = report.detail if report is not None else None
+        if detail is None:
+            if report is not None and report.outcome not in FAILED_OUTCOMES:
+                self._failure_shown = None
+            return
+        if detail != self._failure_shown:
+            self._failure_shown = detail
+            self.app.notify(detail, title=f"Compaction pass failed ({report.outcome})", severity="warning", timeout=15)
+
+    async def _batch_note(self, report: PassReport | None) -> None:
+        """What ``/compact`` did."""
+        if report is None:
+            await self.note("Compaction failed; details are in the log. The conversation is unchanged.",
+                            severity="error")
+            return
+        fields = report.fields
+        if report.outcome == "compressed":
+            await self.note(
+                f"Compacted: {fields.get('messages_before')} → {fields.get('messages_after')} messages, "
+                f"{fields.get('tokens_before'):,} → {fields.get('tokens_after'):,} tokens."
+            )
+        elif report.outcome == "nothing_to_absorb":
+            await self.note("Nothing to compact yet: everything is in the protected head or the recent tail.")
+        else:
+            failure = report.detail or fields.get("failure") or report.outcome
+            await self.note(f"Compaction did not apply ({report.outcome}: {failure}); the conversation is "
+                            "unchanged.", severity="warning")
+
+
+def abandonable(plan: Callable[[], Any], *, cancelled: Callable[[], bool], poll: float = 0.1) -> Any:
+    """Run ``plan`` on a daemon thread and wait for it, giving up (None) once ``cancelled()``.
+
+    A pass can take tens of seconds on a local model; quitting must not wait for it.
+    Planning writes nothing, so an abandoned plan leaves nothing behind.
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = plan()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting worker
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="hermes-pass", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(poll)
+        if cancelled() and thread.is_alive():
+            return None
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
