@@ -37,6 +37,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConfigProblem",
+    "FALLBACK_CONTEXT_LIMIT",
     "McpServerConfig",
     "McpToolFilter",
     "ModelConfig",
@@ -116,6 +117,11 @@ class _Endpoint(_Section):
                 "http_url", "must start with http:// or https:// (or be empty), got {got}", {"got": repr(value)}
             )
         return value
+
+
+# The conversation model's window when nothing says otherwise: budgets use it until the window
+# is resolved, and resolution ends here when no source answers. The only such number.
+FALLBACK_CONTEXT_LIMIT = 32_768
 
 
 class ModelConfig(_Endpoint):

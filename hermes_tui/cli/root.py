@@ -20,7 +20,13 @@ from hermes_tui.cli.eval import add_eval_parser
 from hermes_tui.cli.mcp import add_parser as add_mcp_parser
 from hermes_tui.cli.models import add_parser as add_models_parser
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
+from hermes_tui.config import (
+    FALLBACK_CONTEXT_LIMIT,
+    Config,
+    ConfigError,
+    apply_overrides,
+    load_config,
+)
 from hermes_tui.conversation import Conversation
 from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.logs import LogFileError, setup_logging
@@ -407,11 +413,11 @@ def run_demo(args: argparse.Namespace) -> int:
     setup_logging()
     messages = read_transcript(DEMO_SESSION)
     counter = make_counter(config)
-    compactor = make_compactor(config, counter=counter, context_limit=32_768, session_id="demo")
+    compactor = make_compactor(config, counter=counter, context_limit=FALLBACK_CONTEXT_LIMIT, session_id="demo")
     conv = Conversation(counter=counter)
     print(
         f"Replaying {DEMO_SESSION.name}: {len(messages)} messages of a real agent session, one pass per agent step,\n"
-        "with the built-in extractive summarizer (no model needed) and a 32,768-token window.\n"
+        f"with the built-in extractive summarizer (no model needed) and a {FALLBACK_CONTEXT_LIMIT:,}-token window.\n"
     )
     result = replay(messages, conv, compactor, turns="step", on_turn=progress_dots)
     print()

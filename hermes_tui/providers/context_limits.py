@@ -11,7 +11,7 @@ Sources, first answer wins (:func:`resolve`):
    LM Studio's ``/api/v0/models/{id}``, Ollama's ``/api/show`` (+ ``/api/ps``).
    With a server configured, it is asked before the model files (see :func:`resolve`).
 4. A small table of known model families.
-5. :data:`DEFAULT_CONTEXT_LIMIT`.
+5. :data:`hermes_tui.config.FALLBACK_CONTEXT_LIMIT`.
 
 Answers from 2 and 3 are cached on disk (``cache_dir()/context_limits.json``) per
 provider, base URL and model. A probe takes a network round trip or more, so the app
@@ -42,11 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui import paths
+from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
 from hermes_tui.untrusted import InputError, load_json
 
 __all__ = [
     "CACHE_FILE",
-    "DEFAULT_CONTEXT_LIMIT",
     "ContextLimit",
     "ContextLimitResolver",
     "cache_key",
@@ -60,7 +60,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTEXT_LIMIT = 8192
 CACHE_FILE = "context_limits.json"
 _CACHE_VERSION = 1
 
@@ -676,10 +675,10 @@ def resolve(model_cfg: Any, *, use_cache: bool = True, timeout: float = 5.0) -> 
         if limit:
             _write_cache(model_cfg, limit)
             return limit
-        return from_table(model) or ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
+        return from_table(model) or ContextLimit(FALLBACK_CONTEXT_LIMIT, "default")
     except Exception:
         log.debug("context limit resolution failed", exc_info=True)
-        return ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
+        return ContextLimit(FALLBACK_CONTEXT_LIMIT, "default")
 
 
 class ContextLimitResolver:

@@ -553,7 +553,7 @@ class BenchScreen(Screen[None]):
             models=models, provider=provider, passes=passes, warmup=1,
             base_url=base_url if provider == "openai-api" else None,
             api_key=resolve_api_key(aux.api_key_env) if provider == "openai-api" else None,
-            max_tokens=aux.max_tokens, timeout=aux.timeout,
+            max_tokens=aux.max_tokens, timeout=aux.timeout, compression=self.config.compression,
         )
         cfg.check()
         return cfg
