@@ -25,18 +25,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hermes_tui.config import Config, ConfigError, ConfigProblem, apply_overrides, load_config
+
 # Shared with save_config so both writers format values and replace files the same way.
-from hermes_tui.config import (
-    Config,
-    ConfigError,
-    ConfigProblem,
-    _scalar,
-    _write_atomically,
-    apply_overrides,
-    load_config,
-    refuse_foreign_config,
-    save_config,
-)
+from hermes_tui.config_write import _scalar, _write_atomically, refuse_foreign_config, save_config
 
 __all__ = ["SaveResult", "changed_values", "edit_config_text", "keep_backup", "save_changes"]
 

@@ -36,9 +36,9 @@ from hermes_tui.config import (
     ModelConfig,
     apply_overrides,
     load_config,
-    refuse_foreign_config,
 )
 from hermes_tui.config_edit import save_changes
+from hermes_tui.config_write import refuse_foreign_config
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
 
 __all__ = ["FIELDS", "FormField", "SettingsScreen"]
