@@ -18,6 +18,7 @@ from hermes_tui.analysis import evaluate as analysis_evaluate
 from hermes_tui.analysis.bench_results import SAMPLE_SESSION
 from hermes_tui.chat.unavailable import UnavailableChat
 from hermes_tui.cli import bench as cli_bench
+from hermes_tui.cli import replay as cli_replay
 from hermes_tui.cli import root
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.window import ContextWindow
@@ -118,8 +119,8 @@ def test_the_app_session_runs_with_the_documented_defaults(hermes_home):
 
 
 def test_compact_runs_with_the_documented_defaults(hermes_home, tmp_path, monkeypatch, capsys):
-    spy = Captured(root.replay)
-    monkeypatch.setattr(root, "replay", spy)
+    spy = Captured(cli_replay.replay)
+    monkeypatch.setattr(cli_replay, "replay", spy)
     out = tmp_path / "out.json"
     assert root.main(["compact", str(DEMO_SESSION), "--provider", "extractive", "--out", str(out)]) == 0
     assert_readme_defaults(spy.one)
@@ -127,8 +128,8 @@ def test_compact_runs_with_the_documented_defaults(hermes_home, tmp_path, monkey
 
 
 def test_demo_runs_with_the_documented_defaults(hermes_home, monkeypatch, capsys):
-    spy = Captured(root.replay)
-    monkeypatch.setattr(root, "replay", spy)
+    spy = Captured(cli_replay.replay)
+    monkeypatch.setattr(cli_replay, "replay", spy)
     assert root.main(["demo"]) == 0
     assert_readme_defaults(spy.one)
     assert spy.one.ctx.window.limit == FALLBACK_CONTEXT_LIMIT
