@@ -52,13 +52,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.engine import CompactionSettings, Compactor
-from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import setup_logging
+from hermes_tui.session.wiring import build_compactor
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message, parse_transcript
 
@@ -69,6 +70,9 @@ DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"
 MAX_RATIO = 1.5
 USER_EVERY = 20          # a user message every this many exchanges
 SUMMARY_TARGET_CHARS = 4_000  # ~1,000 tokens: a typical rolling summary, below the 2,000-token defrag line
+# Merge mode: the stub's summary replaces the last one, so it stays at that size and every
+# pass is an ordinary absorb (appended, it would grow into a defrag every few passes).
+MEASURED = CompressionConfig(micro_compact_mode="merge", fact_guard=False)
 
 
 # --- the stub summarizer ------------------------------------------------------------
@@ -187,19 +191,15 @@ def _copy(msg: Message) -> Message:
 def make_engine(limit: int) -> tuple[Compactor, InstantStubSummarizer, EstimateCounter]:
     counter = EstimateCounter()
     stub = InstantStubSummarizer()
-    settings = CompactionSettings()  # defaults: threshold 0.80, target_ratio 0.20, protect_first_n 3
-    window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=settings.target_ratio)
-    ctx = PassContext(
-        summarizer=stub, counter=counter, window=window,
-        protect_first_n=settings.protect_first_n,
-        defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
+    compactor = build_compactor(
+        MEASURED, summarizer=stub, counter=counter, context_limit=limit,
         # These transcripts are far over the threshold (a 4,000-message transcript
         # holds ~1.7M tokens), so the window-pressure trigger would turn every pass
         # into a defrag, which folds the whole middle and is O(middle) by design.
         # What is measured here is the ordinary pass: one exchange absorbed.
-        pressure_share=None,
+        pressure_share=None, session_id="bench",
     )
-    return Compactor(ctx, settings, session_id="bench"), stub, counter
+    return compactor, stub, counter
 
 
 class Lane:

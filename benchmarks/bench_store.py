@@ -47,13 +47,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.compaction.engine import CompactionSettings, Compactor
-from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
-from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
 from hermes_tui.conversation import Conversation
+from hermes_tui.session.wiring import build_compactor
 from hermes_tui.store import Store
 from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message, parse_transcript
@@ -62,6 +62,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"
 MAX_COMMIT_RATIO = 2.0
 SUMMARY_LINES = 12
+# Merge mode: the stub returns the whole running summary (capped at SUMMARY_LINES), so it
+# stays small and every pass is an ordinary absorb; storage growth is what is measured.
+MEASURED = CompressionConfig(micro_compact_mode="merge", fact_guard=False)
 
 
 class InstantScriptedSummarizer:
@@ -132,14 +135,10 @@ class Turns:
 
 
 def make_compactor(limit: int) -> Compactor:
-    settings = CompactionSettings()  # defaults: threshold 0.80, target_ratio 0.20, protect_first_n 3
-    window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=settings.target_ratio)
-    ctx = PassContext(
-        summarizer=InstantScriptedSummarizer(), counter=EstimateCounter(), window=window,
-        protect_first_n=settings.protect_first_n,
-        defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
+    return build_compactor(
+        MEASURED, summarizer=InstantScriptedSummarizer(), counter=EstimateCounter(), context_limit=limit,
+        session_id="bench",
     )
-    return Compactor(ctx, settings, session_id="bench")
 
 
 # --- (a) rows written per pass ---------------------------------------------------------------

@@ -1,35 +1,35 @@
-"""Load, validate and write ``config.yaml``.
+"""The ``config.yaml`` schema: every key, its type, bounds, comment and default.
 
 The schema is a tree of pydantic models, strict on purpose: ``threshold: "0.5"`` or
-``protect_first_n: 2.0`` is a mistake to point at, not a value to guess at. Every
-problem becomes a :class:`ConfigError` whose text is one line naming the file, the
-line and the dotted key, because the person reading it is fixing a YAML file by hand.
-
-The documented default file is rendered from the models themselves (each field's
-``description`` is its comment), so the file and the schema cannot drift apart.
+``protect_first_n: 2.0`` is a mistake to point at, not a value to guess at. Its defaults are
+the only ones: the engine's settings objects take theirs from here. Reading the file is
+``config_load``, writing it ``config_write``, the one-line problems ``config_problems``.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-import os
 import re
-import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from hermes_tui import paths
+from hermes_tui.config_load import read_config
+from hermes_tui.config_problems import (
+    ConfigError,
+    ConfigProblem,
+    _error,
+    _problems,
+    _section_class,
+    _shown,
+    _unknown_key_message,
+)
 from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = [
+    "FALLBACK_CONTEXT_LIMIT",
     "AgentConfig",
     "AuxiliaryCompressionConfig",
     "AuxiliaryConfig",
@@ -41,14 +41,8 @@ __all__ = [
     "McpToolFilter",
     "ModelConfig",
     "apply_overrides",
-    "default_config_text",
-    "foreign_config_problem",
     "load_config",
     "parse_override",
-    "refuse_foreign_config",
-    "render_config_text",
-    "save_config",
-    "write_default_config",
 ]
 
 ChatProvider = Literal["auto", "mlx", "openai-api"]
@@ -59,8 +53,6 @@ CompressionProvider = Literal["auto", "mlx", "openai-api", "extractive"]
 MicroCompactMode = Literal["merge", "append"]
 ApprovalMode = Literal["read-only", "ask", "auto-edit", "full"]
 
-# Servers people name as a provider; each one speaks the OpenAI API.
-_OPENAI_COMPATIBLE = {"openai", "ollama", "llama.cpp", "llamacpp", "llama-server", "lmstudio", "lm-studio", "vllm"}
 _ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -116,6 +108,11 @@ class _Endpoint(_Section):
                 "http_url", "must start with http:// or https:// (or be empty), got {got}", {"got": repr(value)}
             )
         return value
+
+
+# The conversation model's window when nothing says otherwise: budgets use it until the window
+# is resolved, and resolution ends here when no source answers. The only such number.
+FALLBACK_CONTEXT_LIMIT = 32_768
 
 
 class ModelConfig(_Endpoint):
@@ -337,301 +334,12 @@ class Config(_Section):
         return apply_overrides(self, merged)
 
 
-# --------------------------------------------------------------------------- errors
-
-
-@dataclass(frozen=True)
-class ConfigProblem:
-    """One problem; ``origin`` is the file (or a label such as ``--set``)."""
-
-    origin: str | None
-    line: int | None
-    key: str | None
-    message: str
-
-    def __str__(self) -> str:
-        parts = [self.origin] if self.origin else []
-        if self.line is not None:
-            parts.append(f"line {self.line}")
-        if self.key:
-            parts.append(self.key)
-        parts.append(self.message)
-        return ": ".join(parts)
-
-
-class ConfigError(Exception):
-    """Bad configuration. ``str()`` is one line: the first problem in file order."""
-
-    def __init__(self, problems: Sequence[ConfigProblem]):
-        if not problems:
-            raise ValueError("ConfigError needs at least one problem")
-        self.problems: list[ConfigProblem] = list(problems)
-        first = self.problems[0]
-        self.path, self.line, self.key, self.message = first.origin, first.line, first.key, first.message
-        more = len(self.problems) - 1
-        text = str(first) + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
-        super().__init__(text)
-
-
-def _error(origin: Path | str | None, message: str, *, line: int | None = None, key: str | None = None) -> ConfigError:
-    return ConfigError([ConfigProblem(str(origin) if origin else None, line, key, message)])
-
-
-# --------------------------------------------------------------------------- schema walking
-
-
-def _section_class(info: FieldInfo) -> type[_Section] | None:
-    ann = info.annotation
-    return ann if isinstance(ann, type) and issubclass(ann, _Section) else None
-
-
-def _named_section_class(info: FieldInfo) -> type[_Section] | None:
-    """For a mapping of names to sections (``mcp_servers``), the section class."""
-    args = get_args(info.annotation)
-    if get_origin(info.annotation) is dict and len(args) == 2:
-        cls = args[1]
-        return cls if isinstance(cls, type) and issubclass(cls, _Section) else None
-    return None
-
-
-def _model_at(loc: Sequence[Any]) -> type[_Section] | None:
-    """The section model reached by following ``loc`` from the root, if any."""
-    model: type[_Section] = Config
-    parts = list(loc)
-    while parts:
-        part = parts.pop(0)
-        info = model.model_fields.get(part) if isinstance(part, str) else None
-        cls = _section_class(info) if info else None
-        if cls is None and info is not None and parts:
-            cls = _named_section_class(info)
-            parts.pop(0)  # the entry's name
-        if cls is None:
-            return None
-        model = cls
-    return model
-
-
-def _field_at(loc: Sequence[Any]) -> FieldInfo | None:
-    if not loc:
-        return None
-    model = _model_at(loc[:-1])
-    return model.model_fields.get(loc[-1]) if model and isinstance(loc[-1], str) else None
-
-
-def _all_keys(model: type[_Section] = Config, prefix: str = "") -> list[str]:
-    keys = []
-    for name, info in model.model_fields.items():
-        keys.append(prefix + name)
-        cls = _section_class(info)
-        if cls:
-            keys.extend(_all_keys(cls, prefix + name + "."))
-    return keys
-
-
-# --------------------------------------------------------------------------- messages
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return "a section of keys"
-    if isinstance(value, (list, tuple, set)):
-        return "a list"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _bounds(info: FieldInfo | None) -> str:
-    words = {"gt": "greater than", "ge": "at least", "lt": "less than", "le": "at most"}
-    parts = []
-    for item in info.metadata if info else ():
-        for attr, word in words.items():
-            bound = getattr(item, attr, None)
-            if bound is not None:
-                parts.append(f"{word} {bound}")
-    return " and ".join(parts)
-
-
-def _unquote_hint(value: Any, wanted: type) -> str:
-    if not isinstance(value, str):
-        return ""
-    if value.strip().endswith("%") and wanted is float:
-        return " (write a fraction: 0.8 for 80%)"
-    try:
-        parsed, _ = load_yaml(value)
-    except InputError:
-        return ""
-    ok = type(parsed) is wanted or (wanted is float and type(parsed) is int)
-    return " (remove the quotes)" if ok else ""
-
-
-def _unknown_key_message(loc: Sequence[Any]) -> str:
-    name = str(loc[-1])
-    here = ".".join(str(p) for p in loc[:-1])
-    model = _model_at(loc[:-1])
-    choices = list(model.model_fields) if model else []
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    if close:
-        return f"unknown key (did you mean {close[0]}?)"
-    homes = [k.rpartition(".")[0] for k in _all_keys() if k.rpartition(".")[2] == name]
-    homes = [h for h in homes if h != here]
-    if homes:
-        where = " or ".join(h or "the top level" for h in homes)
-        return f"unknown key (it belongs under {where})"
-    listing = ", ".join(choices)
-    return f"unknown key (known keys here: {listing})" if listing else "unknown key"
-
-
-def _message(err: Mapping[str, Any]) -> str:
-    kind, loc, value = err["type"], err["loc"], err.get("input")
-    info = _field_at(loc)
-    got = _shown(value)
-    if kind in ("extra_forbidden", "invalid_key"):
-        return _unknown_key_message(loc)
-    if kind in ("float_type", "float_parsing"):
-        return f"expected a number, got {got}{_unquote_hint(value, float)}"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"expected a whole number, got {got}{_unquote_hint(value, int)}"
-    if kind in ("bool_type", "bool_parsing"):
-        return f"expected true or false, got {got}{_unquote_hint(value, bool)}"
-    if kind == "string_type":
-        hint = f' (put it in quotes: "{value}")' if isinstance(value, (int, float, bool)) else ""
-        return f"expected text, got {got}{hint}"
-    if kind == "literal_error":
-        choices = [str(c) for c in get_args(info.annotation)] if info else []
-        message = f"expected one of {', '.join(choices)}; got {got}" if choices else f"{err['msg']}, got {got}"
-        if loc[-1] == "provider" and value == "extractive":
-            return message + " (extractive is only for auxiliary.compression.provider)"
-        if isinstance(value, str) and value.lower() in _OPENAI_COMPATIBLE:
-            return message + " (for an OpenAI-compatible server use openai-api and set base_url)"
-        if isinstance(value, str):
-            close = [c for c in choices if c.lower() == value.lower()] or difflib.get_close_matches(value, choices, 1)
-            if close:
-                return message + f" (did you mean {close[0]}?)"
-        return message
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected a section of keys (key: value lines), got {got}"
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        bounds = _bounds(info) or err["msg"].lower()
-        nullable = " (or null)" if info is not None and info.default is None else ""
-        return f"must be {bounds}{nullable}, got {got}"
-    if kind == "finite_number":
-        return f"must be a finite number, got {got}"
-    if kind in ("env_var_name", "http_url", "env_reference", "mcp_transport", "mcp_server_name"):
-        return err["msg"]
-    message = err["msg"]
-    return f"{message[:1].lower()}{message[1:]}, got {got}"
-
-
-def _problems(exc: ValidationError, origin: str | None, root: yaml.Node | None) -> list[ConfigProblem]:
-    found = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        line = _line_of(root, loc, at_key=err["type"] in ("extra_forbidden", "invalid_key")) if root else None
-        found.append(ConfigProblem(origin, line, ".".join(str(p) for p in loc) or None, _message(err)))
-    return sorted(found, key=lambda p: (p.line is None, p.line or 0))
-
-
-# --------------------------------------------------------------------------- YAML nodes
-
-
-def _line_of(root: yaml.Node, loc: Sequence[Any], *, at_key: bool) -> int:
-    """1-based line of the node at ``loc`` (its key for unknown keys), or the nearest parent."""
-    node, line = root, root.start_mark.line + 1
-    for part in loc:
-        if not isinstance(node, yaml.MappingNode):
-            break
-        pair = next(
-            ((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None
-        )
-        if pair is None:
-            break
-        key_node, node = pair
-        line = key_node.start_mark.line + 1
-    else:
-        if not at_key:
-            line = node.start_mark.line + 1
-    return line
-
-
-def _duplicate_keys(root: yaml.Node, origin: str) -> list[ConfigProblem]:
-    # PyYAML keeps the last of two equal keys and drops the first without a word;
-    # that silently loses a setting, so it is an error here. An alias is the node it
-    # names, shared: each node is checked once, or an alias bomb takes exponential time.
-    found: list[ConfigProblem] = []
-    visited: set[int] = set()
-    pending: list[tuple[yaml.Node, str]] = [(root, "")]
-    while pending:
-        node, prefix = pending.pop()
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key_node, value_node in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                line = key_node.start_mark.line + 1
-                dotted = prefix + key_node.value
-                if key_node.value in seen:
-                    found.append(
-                        ConfigProblem(origin, line, dotted, f"duplicate key (also set on line {seen[key_node.value]})")
-                    )
-                else:
-                    seen[key_node.value] = line
-                pending.append((value_node, dotted + "."))
-        elif isinstance(node, yaml.SequenceNode):
-            pending.extend((item, prefix) for item in node.value)
-    return found
-
-
-def _parse(text: str, origin: str) -> tuple[Any, yaml.Node | None]:
-    """The document's data and its node tree (for line numbers), from one bounded parse."""
-    try:
-        return load_yaml(text)
-    except InputError as exc:
-        raise _error(origin, str(exc)) from None
-
-
-# --------------------------------------------------------------------------- public API
+# --------------------------------------------------------------------------- reading, overrides
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Read and validate ``path`` (default: :func:`paths.config_path`).
-
-    A missing file, an empty file or one holding only comments gives the defaults.
-    Loading never creates the file.
-    """
-    path = Path(path) if path is not None else paths.config_path()
-    origin = str(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        return Config()
-    except UnicodeDecodeError as exc:
-        raise _error(origin, f"not UTF-8 text (bad byte at offset {exc.start})") from None
-    except OSError as exc:
-        raise _error(origin, f"cannot read: {exc.strerror or exc}") from None
-
-    data, root = _parse(text, origin)
-    if data is None:
-        return Config()
-    if not isinstance(data, dict):
-        line = root.start_mark.line + 1 if root is not None else None
-        raise _error(
-            origin, f"the top level must be sections of keys (model, compression, auxiliary), got {_shown(data)}", line=line
-        )
-    problems = _duplicate_keys(root, origin) if root is not None else []
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        problems += _problems(exc, origin, root)
-    if problems:
-        raise ConfigError(sorted(problems, key=lambda p: (p.line is None, p.line or 0)))
-    return config
+    """Read and validate ``path`` (default: :func:`paths.config_path`); see ``config_load``."""
+    return read_config(Config, path)
 
 
 def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str | None = None) -> Config:
@@ -645,7 +353,7 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str
         target = data
         for depth, part in enumerate(parts):
             if not isinstance(target, dict) or part not in target:
-                raise _error(origin, _unknown_key_message(parts[: depth + 1]), key=dotted)
+                raise _error(origin, _unknown_key_message(Config, parts[: depth + 1]), key=dotted)
             if depth == len(parts) - 1:
                 target[part] = value
             else:
@@ -653,7 +361,7 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_problems(exc, origin, None)) from None
+        raise ConfigError(_problems(Config, exc, origin, None)) from None
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -667,172 +375,3 @@ def parse_override(text: str) -> tuple[str, Any]:
     except InputError:
         value = raw  # not YAML: keep the text; validation will say if text is wrong here
     return key, value
-
-
-_HEADER = """\
-# hermes-tui configuration.
-# Every key is shown with its default; delete a key (or this file) to get the default back.
-# HERMES_TUI_HOME, when set, moves this file and every other hermes-tui file.
-# The settings screen edits values in place and keeps your comments where it can.
-"""
-_COMMENT_COLUMN = 40
-
-
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, int):
-        return str(value)
-    if value == "":
-        return '""'
-    dumped = yaml.safe_dump(value, default_flow_style=True, width=10**9)
-    dumped = dumped.removesuffix("\n").removesuffix("\n...").strip()
-    return dumped if "\n" not in dumped else json.dumps(value)
-
-
-def _render(model: BaseModel, indent: str, lines: list[str]) -> None:
-    for name, info in type(model).model_fields.items():
-        value = getattr(model, name)
-        note = (info.json_schema_extra or {}).get("note") if isinstance(info.json_schema_extra, dict) else None
-        for note_line in (note or "").splitlines():
-            lines.append(f"{indent}# {note_line}")
-        block = _section_class(info) or (_named_section_class(info) and value)
-        text = f"{indent}{name}:" if block else f"{indent}{name}: {_scalar(value)}"
-        if info.description:
-            text = f"{text.ljust(_COMMENT_COLUMN - 2)}  # {info.description}"
-        lines.append(text)
-        if _section_class(info):
-            _render(value, indent + "  ", lines)
-        elif _named_section_class(info):
-            for entry, section in value.items():
-                lines.append(f"{indent}  {_scalar(entry)}:")
-                _render(section, indent + "    ", lines)
-
-
-def render_config_text(config: Config) -> str:
-    """``config`` as a commented config.yaml (every key, with its comment)."""
-    lines: list[str] = []
-    _render(config, "", lines)
-    return _HEADER + "\n".join(lines) + "\n"
-
-
-def default_config_text() -> str:
-    return render_config_text(Config())
-
-
-def foreign_config_problem(text: str) -> str | None:
-    """Why ``text`` is not a hermes-tui config.yaml (then it is never rewritten), or None.
-
-    Ours has only our top-level sections. Another program's config in the same place
-    (Hermes Agent's has ``terminal``, ``toolsets`` and more) must survive byte for byte,
-    so it is refused before anything is written. A file that is not valid YAML counts as
-    ours only while every unindented line is one of our section keys (or a comment).
-    """
-    ours = set(Config.model_fields)
-    try:
-        data, _ = load_yaml(text)  # bounded: this runs on files that are not ours
-    except InputError:
-        for line in text.splitlines():
-            if not line.strip() or line[0] in " \t#" or line.rstrip() in ("---", "..."):
-                continue
-            match = _TOP_LEVEL_KEY.match(line)
-            if match is None or match.group(1) not in ours:
-                return f"not valid YAML, and its line {line[:40]!r} is not a hermes-tui section"
-        return None
-    if data is None:
-        return None
-    if not isinstance(data, dict):
-        return f"the top level is {_shown(data)}, not sections of keys"
-    foreign = [str(key) for key in data if key not in ours]
-    if foreign:
-        listed = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
-        return f"top-level section{'s' if len(foreign) > 1 else ''} {listed} {'are' if len(foreign) > 1 else 'is'} not hermes-tui's"
-    return None
-
-
-_TOP_LEVEL_KEY = re.compile(r"""["']?([A-Za-z_][\w.-]*)["']?\s*:(?:\s|$)""")
-
-
-def refuse_foreign_config(path: Path) -> None:
-    """Raise ConfigError, naming ``path``, if a file is there that is not ours to rewrite."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        problem = foreign_config_problem(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        problem = f"not UTF-8 text (bad byte at offset {exc.start})"
-    if problem:
-        raise _error(
-            path,
-            f"not a hermes-tui config ({problem}); it was left untouched: "
-            f"point --config or {paths.HOME_ENV} at a config.yaml of hermes-tui's own",
-        )
-
-
-def _write_atomically(path: Path, text: str | bytes, *, overwrite: bool) -> bool:
-    """Write via a temp file in the same directory, so a crash never leaves half a file.
-
-    With ``overwrite=False`` an existing file wins (returns False) even in a race.
-    """
-    paths.ensure_dir(path.parent)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if overwrite:
-            try:
-                os.chmod(tmp, path.stat().st_mode & 0o7777)
-            except FileNotFoundError:
-                pass  # new file: keep mkstemp's private 0o600
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)  # fails if the file exists: never clobbers it
-        except FileExistsError:
-            return False
-        except OSError:  # a filesystem without hard links
-            if path.exists():
-                return False
-            os.replace(tmp, path)
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_default_config(path: Path | None = None) -> None:
-    """Write the commented default config.yaml unless a file is already there."""
-    path = Path(path) if path is not None else paths.config_path()
-    try:
-        _write_atomically(path, default_config_text(), overwrite=False)
-    except OSError as exc:
-        raise _error(path, f"cannot write: {exc.strerror or exc}") from None
-
-
-def save_config(config: Config, path: Path | None = None) -> None:
-    """Validate ``config`` and write it to ``path`` atomically (replacing the file).
-
-    A file there that is not ours (:func:`foreign_config_problem`) is refused with a
-    ConfigError and left as it is.
-    """
-    path = Path(path) if path is not None else paths.config_path()
-    refuse_foreign_config(path)
-    try:
-        # Fields may have been assigned after construction; check them all again.
-        config = Config.model_validate(config.model_dump(warnings=False))
-    except ValidationError as exc:
-        raise ConfigError(_problems(exc, str(path), None)) from None
-    try:
-        _write_atomically(path, render_config_text(config), overwrite=True)
-    except OSError as exc:
-        raise _error(path, f"cannot write: {exc.strerror or exc}") from None

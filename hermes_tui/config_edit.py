@@ -29,20 +29,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hermes_tui.config import Config, ConfigError, ConfigProblem, apply_overrides, load_config
+
 # Shared with save_config so both writers format values and replace files the same way.
-from hermes_tui.config import (
-    Config,
-    ConfigError,
-    ConfigProblem,
-    _named_section_class,
-    _problems,
-    _scalar,
-    _write_atomically,
-    apply_overrides,
-    load_config,
-    refuse_foreign_config,
-    save_config,
-)
+from hermes_tui.config_problems import _named_section_class, _problems
+from hermes_tui.config_write import _scalar, _write_atomically, refuse_foreign_config, save_config
 
 __all__ = ["REMOVE", "SaveResult", "apply_changes", "changed_values", "edit_config_text", "keep_backup",
            "save_changes"]

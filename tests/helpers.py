@@ -108,6 +108,10 @@ def make_compactor(
         micro_compact=micro,
         micro_compact_every_n_turns=every_n_turns,
         micro_compact_defrag_threshold_tokens=defrag_threshold,
+        # The engine's plain pass: the scripted summaries here are whole summaries (merge), and
+        # no Facts section; append mode and the fact guard have tests of their own.
+        micro_compact_mode="merge",
+        fact_guard=False,
     )
     window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=target_ratio)
     ctx = PassContext(
@@ -116,6 +120,8 @@ def make_compactor(
         window=window,
         protect_first_n=protect_first_n,
         defrag_threshold_tokens=defrag_threshold,
+        mode=settings.micro_compact_mode,
+        fact_guard=settings.fact_guard,
     )
     return Compactor(ctx, settings, session_id="test"), Conversation(counter=counter)
 

@@ -48,14 +48,12 @@ from hermes_tui.analysis.bench_results import (
     PassRow,
     medians,
 )
-from hermes_tui.compaction.engine import CompactionSettings, Compactor
-from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.state import NOTHING_TO_ABSORB
 from hermes_tui.compaction.summarizer import Summarizer
-from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.conversation import Conversation
 from hermes_tui.providers.failures import TIMEOUT
 from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
+from hermes_tui.session.wiring import build_compactor
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
 from hermes_tui.tokens import EstimateCounter
@@ -146,18 +144,12 @@ class _PassSource:
     def _reload(self) -> None:
         # Fresh copies: passes mutate metadata and cached counts.
         self.conv = Conversation([m.copy() for m in self.session], counter=self.counter)
-        window = ContextWindow(limit=self.cfg.context_limit)
-        settings = CompactionSettings()
-        ctx = PassContext(
-            summarizer=self.summarizer,
-            counter=self.counter,
-            window=window,
-            protect_first_n=settings.protect_first_n,
-            defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
-            max_tokens_cap=self.cfg.max_tokens,
+        self.compactor = build_compactor(
+            self.cfg.compression, summarizer=self.summarizer, counter=self.counter,
+            context_limit=self.cfg.context_limit, max_tokens_cap=self.cfg.max_tokens,
             pressure_share=None,  # one exchange per pass: the cost being measured
+            session_id="bench",
         )
-        self.compactor = Compactor(ctx, settings, session_id="bench")
 
     def next_pass(self, index: int = 0) -> PassRow:
         for _attempt in range(2):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui.compaction.state import ABSORBED, DEFRAG
+from hermes_tui.config import CompressionConfig
 from hermes_tui.store import Store, bench_runs
 
 PROVIDERS = ("mlx", "openai-api")
@@ -50,6 +51,8 @@ class BenchConfig:
     timeout: float = 120.0                # seconds per pass
     session_path: Path = SAMPLE_SESSION
     context_limit: int = BENCH_CONTEXT_LIMIT
+    # The passes the app would run: config.yaml's compression section (its defaults by default).
+    compression: CompressionConfig = field(default_factory=CompressionConfig)
 
     def check(self) -> None:
         if not self.models or not all(self.models):

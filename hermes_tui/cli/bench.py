@@ -116,7 +116,8 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     config_path = getattr(args, "config", None)
     if config_path is not None and not config_path.is_file():
         raise BenchError(f"--config {config_path}: no such file")
-    aux = load_config(config_path).auxiliary.compression
+    config = load_config(config_path)
+    aux = config.auxiliary.compression
     models = args.model or ([aux.model] if aux.model else [])
     if not models:
         raise BenchError("no model to benchmark: pass --model M (repeatable) or set auxiliary.compression.model")
@@ -135,6 +136,7 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
         api_key=resolve_api_key(aux.api_key_env),
         max_tokens=args.max_tokens if args.max_tokens is not None else aux.max_tokens,
         timeout=aux.timeout,
+        compression=config.compression,
     )
 
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from hermes_tui.analysis.replay import TURN_MODES
 from hermes_tui.compaction.micro import MODES
-
-DEFAULT_CONTEXT_LIMIT = 32_768
+from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
 
 
 def add_eval_parser(subparsers) -> None:
@@ -33,8 +32,8 @@ def add_eval_parser(subparsers) -> None:
                    help="keep dropped facts in a Facts section (default: compression.fact_guard)")
     p.add_argument("--turns", choices=TURN_MODES, default="step",
                    help="a pass after every agent step (default) or after each user turn")
-    p.add_argument("--context-limit", type=int, default=DEFAULT_CONTEXT_LIMIT, metavar="TOKENS",
-                   help=f"the main model's context window (default {DEFAULT_CONTEXT_LIMIT:,})")
+    p.add_argument("--context-limit", type=int, default=FALLBACK_CONTEXT_LIMIT, metavar="TOKENS",
+                   help=f"the main model's context window (default {FALLBACK_CONTEXT_LIMIT:,})")
     p.add_argument("--plant-every", type=int, default=8, metavar="N",
                    help="plant a decision or an open question in every N-th assistant message (0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed for the planted facts")

@@ -36,6 +36,7 @@ from hermes_tui.compaction.state import (
     recover_state,
 )
 from hermes_tui.compaction.window import head_end
+from hermes_tui.config import CompressionConfig
 from hermes_tui.conversation import Conversation, StaleSplice
 from hermes_tui.tokens import count_message, count_messages
 from hermes_tui.transcript import MICRO, Message
@@ -47,19 +48,22 @@ log = logging.getLogger("hermes_tui.compaction")
 Persist = Callable[[PassResult], None]
 
 
+_DEFAULTS = CompressionConfig()
+
+
 @dataclass
 class CompactionSettings:
-    """The ``compression`` section of the config, as the engine needs it."""
+    """The ``compression`` section of the config, as the engine needs it; its defaults are the schema's."""
 
-    enabled: bool = True
-    threshold: float = 0.80
-    target_ratio: float = 0.20
-    protect_first_n: int = 3
-    micro_compact: bool = True
-    micro_compact_every_n_turns: int = 1
-    micro_compact_defrag_threshold_tokens: int = 2000
-    micro_compact_mode: str = "merge"   # the engine's plain behaviour; config.py holds the app's default
-    fact_guard: bool = False
+    enabled: bool = _DEFAULTS.enabled
+    threshold: float = _DEFAULTS.threshold
+    target_ratio: float = _DEFAULTS.target_ratio
+    protect_first_n: int = _DEFAULTS.protect_first_n
+    micro_compact: bool = _DEFAULTS.micro_compact
+    micro_compact_every_n_turns: int = _DEFAULTS.micro_compact_every_n_turns
+    micro_compact_defrag_threshold_tokens: int = _DEFAULTS.micro_compact_defrag_threshold_tokens
+    micro_compact_mode: str = _DEFAULTS.micro_compact_mode
+    fact_guard: bool = _DEFAULTS.fact_guard
 
 
 @dataclass

@@ -42,6 +42,7 @@ from hermes_tui.compaction.state import (
 from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
+from hermes_tui.config import AuxiliaryCompressionConfig, CompressionConfig
 from hermes_tui.conversation import Splice
 from hermes_tui.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.transcript import MICRO, Message, exchange_end, make_marker
@@ -55,6 +56,7 @@ FACTS_BUDGET_SHARE = 0.15
 # Share of the compaction threshold past which a backlog of waiting exchanges is
 # folded in one defrag rather than one exchange per turn.
 PRESSURE_SHARE = 0.75
+_DEFAULTS = CompressionConfig()
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,13 @@ class PassContext:
     summarizer: Summarizer
     counter: TokenCounter
     window: ContextWindow
-    protect_first_n: int = 3
-    defrag_threshold_tokens: int = 2000
-    max_tokens_cap: int | None = None  # config auxiliary.compression.max_tokens
+    # Defaults: the config schema's (compression.*, auxiliary.compression.max_tokens).
+    protect_first_n: int = _DEFAULTS.protect_first_n
+    defrag_threshold_tokens: int = _DEFAULTS.micro_compact_defrag_threshold_tokens
+    max_tokens_cap: int | None = AuxiliaryCompressionConfig().max_tokens
     pressure_share: float | None = PRESSURE_SHARE  # None: defrag on summary size only, as the spec
-    # The engine's plain behaviour by default; the app's defaults come from config.py (via wiring).
-    mode: str = MERGE
-    fact_guard: bool = False
+    mode: str = _DEFAULTS.micro_compact_mode
+    fact_guard: bool = _DEFAULTS.fact_guard
 
     @property
     def facts_budget_tokens(self) -> int:

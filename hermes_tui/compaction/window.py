@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, CompressionConfig
 from hermes_tui.tokens import TokenCounter, count_message
 from hermes_tui.transcript import Message, group_end, group_start
 
-# Used for budgets until a model's window is resolved; telemetry still reports null.
-FALLBACK_CONTEXT_LIMIT = 32_768
+_DEFAULTS = CompressionConfig()  # the schema's defaults, the only ones
 
 
 @dataclass
@@ -19,11 +19,12 @@ class ContextWindow:
     """A model's context window: ``limit`` is None until resolved."""
 
     limit: int | None
-    threshold: float = 0.80
-    target_ratio: float = 0.20
+    threshold: float = _DEFAULTS.threshold
+    target_ratio: float = _DEFAULTS.target_ratio
 
     @property
     def effective_limit(self) -> int:
+        """Budgets use the fallback until the window is resolved; telemetry still reports null."""
         return self.limit or FALLBACK_CONTEXT_LIMIT
 
     @property

@@ -4,14 +4,15 @@ configured MCP servers started in the background."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
-from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.micro import PRESSURE_SHARE, PassContext
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.compaction.window import ContextWindow
-from hermes_tui.config import Config, ConfigError, ConfigProblem
+from hermes_tui.config import CompressionConfig, Config, ConfigError, ConfigProblem
 from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
@@ -58,19 +59,39 @@ def make_counter(config: Config) -> TokenCounter:
     return EstimateCounter()
 
 
-def compaction_settings(config: Config) -> CompactionSettings:
-    c = config.compression
-    return CompactionSettings(
-        enabled=c.enabled,
-        threshold=c.threshold,
-        target_ratio=c.target_ratio,
-        protect_first_n=c.protect_first_n,
-        micro_compact=c.micro_compact,
-        micro_compact_every_n_turns=c.micro_compact_every_n_turns,
-        micro_compact_defrag_threshold_tokens=c.micro_compact_defrag_threshold_tokens,
-        micro_compact_mode=c.micro_compact_mode,
-        fact_guard=c.fact_guard,
+def compaction_settings(compression: CompressionConfig) -> CompactionSettings:
+    """The engine's copy of the ``compression`` section: every field of the same name."""
+    return CompactionSettings(**{f.name: getattr(compression, f.name) for f in fields(CompactionSettings)})
+
+
+def build_compactor(
+    compression: CompressionConfig,
+    *,
+    summarizer: Summarizer,
+    counter: TokenCounter,
+    context_limit: int | None,
+    max_tokens_cap: int | None = None,
+    pressure_share: float | None = PRESSURE_SHARE,
+    session_id: str = "",
+    main_model: str | None = None,
+) -> Compactor:
+    """A compactor from one ``compression`` section: the one place its values reach the engine."""
+    settings = compaction_settings(compression)
+    window = ContextWindow(
+        limit=context_limit, threshold=settings.threshold, target_ratio=settings.target_ratio,
     )
+    ctx = PassContext(
+        summarizer=summarizer,
+        counter=counter,
+        window=window,
+        protect_first_n=settings.protect_first_n,
+        defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
+        max_tokens_cap=max_tokens_cap,
+        pressure_share=pressure_share,
+        mode=settings.micro_compact_mode,
+        fact_guard=settings.fact_guard,
+    )
+    return Compactor(ctx, settings, session_id=session_id, main_model=main_model)
 
 
 def make_compactor(
@@ -81,23 +102,15 @@ def make_compactor(
     context_limit: int | None = None,
     session_id: str = "",
 ) -> Compactor:
-    settings = compaction_settings(config)
-    window = ContextWindow(
-        limit=context_limit or config.model.context_length,
-        threshold=settings.threshold,
-        target_ratio=settings.target_ratio,
-    )
-    ctx = PassContext(
+    return build_compactor(
+        config.compression,
         summarizer=summarizer or make_summarizer(config.auxiliary.compression),
         counter=counter,
-        window=window,
-        protect_first_n=settings.protect_first_n,
-        defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
+        context_limit=context_limit or config.model.context_length,
         max_tokens_cap=config.auxiliary.compression.max_tokens,
-        mode=settings.micro_compact_mode,
-        fact_guard=settings.fact_guard,
+        session_id=session_id,
+        main_model=config.model.model or None,
     )
-    return Compactor(ctx, settings, session_id=session_id, main_model=config.model.model or None)
 
 
 def open_session(

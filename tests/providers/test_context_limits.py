@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 from support.servers import free_port
 
-from hermes_tui.config import ModelConfig
+from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, ModelConfig
 from hermes_tui.providers import context_limits as cl
 from hermes_tui.providers.context_limits import (
-    DEFAULT_CONTEXT_LIMIT,
     ContextLimit,
     ContextLimitResolver,
     from_config,
@@ -252,7 +251,7 @@ def test_mlx_server_reports_no_context_length(mlx_server, hermes_home):
 
     # A model name that is neither a folder nor in the table: the default.
     cfg = ModelConfig(provider="openai-api", base_url=mlx_server.base_url, model="my-local-model")
-    assert resolve(cfg) == ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
+    assert resolve(cfg) == ContextLimit(FALLBACK_CONTEXT_LIMIT, "default")
 
 
 # --------------------------------------------------------------------------- server styles
@@ -477,8 +476,7 @@ def test_table_reads_a_local_folder_name(tmp_path):
 
 def test_default_and_table_in_resolve(hermes_home):
     mystery = ModelConfig(provider="openai-api", model="mystery")
-    assert resolve(mystery) == ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
-    assert DEFAULT_CONTEXT_LIMIT == 8192
+    assert resolve(mystery) == ContextLimit(32_768, "default")
     assert resolve(ModelConfig(provider="openai-api", model="gpt-4o")) == ContextLimit(128000, "table")
     # Neither is cached: a later probe may still find the real value.
     assert not (hermes_home / "cache" / cl.CACHE_FILE).exists()
@@ -527,7 +525,7 @@ def test_cache_round_trip(serve, hermes_home, monkeypatch):
     other = cfg.model_copy(update={"model": "other"})
     assert ContextLimitResolver.cached(other) is None
     # use_cache=False asks the sources again (the server is gone: table, then default).
-    assert resolve(cfg, use_cache=False) == ContextLimit(DEFAULT_CONTEXT_LIMIT, "default")
+    assert resolve(cfg, use_cache=False) == ContextLimit(FALLBACK_CONTEXT_LIMIT, "default")
 
 
 def test_model_config_results_are_cached(tiny_model, hermes_home):

@@ -32,7 +32,8 @@ from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList
 from hermes_tui import hub, paths
 from hermes_tui.analysis import bench_results
 from hermes_tui.analysis.bench_results import BenchRun, PassRow
-from hermes_tui.config import Config, load_config, save_config
+from hermes_tui.config import Config, load_config
+from hermes_tui.config_write import save_config
 from hermes_tui.hub import downloads
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp

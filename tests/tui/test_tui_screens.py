@@ -22,8 +22,9 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static, 
 
 from hermes_tui.chat.client import ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.config import Config, ConfigError, ConfigProblem, default_config_text, load_config
+from hermes_tui.config import Config, ConfigError, ConfigProblem, load_config
 from hermes_tui.config_edit import changed_values, edit_config_text, save_changes
+from hermes_tui.config_write import default_config_text
 from hermes_tui.providers.mlx_runtime import MISSING_MODEL_HELP, ModelUnavailable
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.store import Store, StoreError

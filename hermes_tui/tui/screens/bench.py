@@ -26,14 +26,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message as UIMessage
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.widgets import (
     Button,
     DataTable,
@@ -43,7 +41,6 @@ from textual.widgets import (
     ProgressBar,
     Select,
     SelectionList,
-    Sparkline,
     Static,
 )
 
@@ -55,15 +52,22 @@ from hermes_tui.analysis.bench_results import (
     BenchError,
     BenchProgress,
     BenchRun,
-    is_success,
     problem,
 )
 from hermes_tui.config import Config, ConfigError, load_config
-from hermes_tui.hub.units import format_bytes
 from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError
 from hermes_tui.tui.screens.dialogs import ExportDialog, ExportFormat
-from hermes_tui.tui.screens.sessions import human_time
+from hermes_tui.tui.widgets.bench_view import (
+    DurationBar,
+    HistoryTable,
+    fill_chart,
+    fill_history,
+    fill_results,
+    model_choices,
+    model_label,
+)
+from hermes_tui.tui.widgets.text import human_time
 
 if TYPE_CHECKING:
     from hermes_tui.providers.mlx_runtime import MlxRuntime
@@ -76,28 +80,9 @@ log = get_logger("tui")
 WIDE = 120
 SHOWN_AT_START = 6          # the newest saved run of this many models is shown on opening
 HISTORY_LIMIT = 500
-EIGHTHS = " ▏▎▍▌▋▊▉"
-SHOWN = "●"
 FORMATS = {"csv": ".csv", "json": ".json"}
 EXPORT_FORMATS = [ExportFormat("csv", "CSV (a row per pass)", FORMATS["csv"]),
                   ExportFormat("json", "JSON (runs, machine, medians)", FORMATS["json"])]
-
-
-def model_label(model: str, *, short: bool = False) -> str:
-    """A model as people call it: an imported folder by its name, a repo id as it is."""
-    path = Path(model)
-    label = path.name if path.is_absolute() else model
-    return label.removeprefix("mlx-community/") if short else label
-
-
-def _num(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
 # --- what the worker reports --------------------------------------------------------------
@@ -115,61 +100,7 @@ class BenchFinished(UIMessage):
         self.runs, self.error = runs, error
 
 
-# --- the chart ------------------------------------------------------------------------------
-
-
-class DurationBar(Widget):
-    """A horizontal bar, ``value`` out of ``maximum`` of the width, in eighths of a cell."""
-
-    DEFAULT_CSS = """
-    DurationBar {
-        width: 1fr;
-        height: 1;
-        color: $primary;
-    }
-    """
-
-    def __init__(self, value: float, maximum: float, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.value, self.maximum = value, maximum
-
-    def render(self) -> Text:
-        width = self.size.width
-        if width <= 0 or self.maximum <= 0 or self.value <= 0:
-            return Text("")
-        eighths = max(1, round(min(1.0, self.value / self.maximum) * width * 8))
-        full, part = divmod(eighths, 8)
-        return Text("█" * full + (EIGHTHS[part] if part else ""), no_wrap=True)
-
-
-class ChartRow(Horizontal):
-    """One run: its name, the bar of its median pass duration, the figure, every pass."""
-
-    DEFAULT_CSS = """
-    ChartRow {
-        height: 1;
-        & > .name { width: 20; padding-right: 1; text-wrap: nowrap; text-overflow: ellipsis; }
-        & > .value { width: 10; text-align: right; padding-right: 1; }
-        & > Sparkline { width: 16; }
-    }
-    """
-
-    def __init__(self, name: str, median: float | None, maximum: float, durations: list[float]) -> None:
-        super().__init__()
-        self.run_name, self.median, self.maximum, self.durations = name, median, maximum, durations
-
-    def compose(self) -> ComposeResult:
-        yield Label(self.run_name, classes="name", markup=False)
-        yield DurationBar(self.median or 0.0, self.maximum)
-        yield Label(f"{_seconds(self.median)} s" if self.median is not None else "-", classes="value", markup=False)
-        yield Sparkline(self.durations)
-
-
 # --- the screen ---------------------------------------------------------------------------------
-
-
-class HistoryTable(DataTable):
-    BINDINGS = [Binding("enter", "select_cursor", "Show")]
 
 
 class BenchScreen(Screen[None]):
@@ -303,40 +234,12 @@ class BenchScreen(Screen[None]):
 
     def _choices(self) -> list[tuple[str, str, bool]]:
         """(label, value, picked): local models, the configured compression model, the ones asked for."""
-        choices: dict[str, tuple[str, str]] = {}
         try:
             local = hub.local_models(self.config_path)
         except (hub.HubError, OSError) as exc:
             log.warning("cannot list the local models: %s", exc)
             local = []
-        for m in local:
-            if m.complete:
-                value = m.name if m.source == "hf-cache" else str(m.path)
-                choices[value] = (f"{m.name}  {format_bytes(m.size_bytes)}", value)
-        configured = self.config.auxiliary.compression.model
-        if configured and not self._known(configured, choices):
-            choices[configured] = (f"{model_label(configured)}  (compression model)", configured)
-        for value in self.requested:
-            if not self._known(value, choices):
-                choices[value] = (model_label(value), value)
-        picked = {self._canonical(v, choices) for v in (self.requested or ([configured] if configured else []))}
-        return [(label, value, value in picked) for label, value in choices.values()]
-
-    @staticmethod
-    def _canonical(value: str, choices: dict[str, tuple[str, str]]) -> str:
-        if value in choices:
-            return value
-        try:
-            resolved = Path(value).expanduser().resolve()
-        except OSError:
-            return value
-        for known in choices:
-            if Path(known).is_absolute() and Path(known).resolve() == resolved:
-                return known
-        return value
-
-    def _known(self, value: str, choices: dict[str, tuple[str, str]]) -> bool:
-        return self._canonical(value, choices) in choices
+        return model_choices(local, self.config.auxiliary.compression.model, self.requested)
 
     def on_mount(self) -> None:
         self.set_class(self._provider() == "openai-api", "-api")
@@ -375,102 +278,16 @@ class BenchScreen(Screen[None]):
 
     def refresh_results(self) -> None:
         self._wide = self._width() >= WIDE
-        self._fill_results(self.query_one("#results", DataTable))
-        self._fill_chart()
-        self._fill_history(self.query_one(HistoryTable))
+        width = self._width()
+        fill_results(self.query_one("#results", DataTable), self.shown, wide=self._wide, width=width)
+        fill_chart(self.query_one("#chart", Vertical), self.shown, wide=self._wide)
+        fill_history(self.query_one(HistoryTable), self.history, self.shown, wide=self._wide, width=width)
         count = len(self.history)
         self.query_one("#history-title", Static).update(
             f"Saved runs · {count} (Enter shows one, space adds it to the comparison)" if count
             else "Saved runs · none yet: runs are saved here as you measure them"
         )
         self.refresh_bindings()
-
-    def _fill_results(self, table: DataTable) -> None:
-        table.clear(columns=True)
-        if self._wide:
-            columns = [("When", 16), ("Provider", 10), ("Passes", 6), ("OK", 3), ("Median s", 8), ("p90 s", 8),
-                       ("Prompt tok/s", 12), ("Gen tok/s", 9), ("Peak GB", 7), ("Summary tok", 11)]
-        else:
-            columns = [("Passes", 6), ("OK", 3), ("Median", 6), ("p90", 6), ("Prompt/s", 8), ("Gen/s", 6),
-                       ("GB", 5), ("Summary", 7)]
-        room = self._width() - 2 - 1 - 2 - sum(w + 2 for _, w in columns)
-        table.add_column("Model", width=max(12, min(44, room)), key="model")
-        for label, width in columns:
-            table.add_column(Text(label, justify="right") if label not in ("When", "Provider") else label,
-                             width=width, key=label.lower())
-        for n, run in enumerate(self.shown):
-            m = run.medians
-            name = Text(model_label(run.model, short=not self._wide), no_wrap=True, overflow="ellipsis")
-            if run.cancelled:
-                name.append(" (cancelled)", style="dim")
-            figures = [
-                str(len(run.passes)), str(sum(is_success(p) for p in run.passes)),
-                _seconds(m.get("duration_s")), _seconds(m.get("duration_p90_s")),
-                _num(m.get("prompt_tps"), 0), _num(m.get("generation_tps"), 0),
-                _num(m.get("peak_memory_gb"), 2), _num(m.get("summary_tokens"), 0),
-            ]
-            cells: list[object] = [name]
-            if self._wide:
-                cells += [human_time(run.started_at), run.provider]
-            cells += [Text(value, justify="right") for value in figures]
-            table.add_row(*cells, key=str(n))
-
-    def _fill_chart(self) -> None:
-        chart = self.query_one("#chart", Vertical)
-        chart.remove_children()
-        if not self.shown:
-            chart.mount(Static("No runs to show yet: pick models above and press r (or Run).", classes="legend",
-                               markup=False))
-            return
-        maximum = max((run.medians.get("duration_s") or 0.0 for run in self.shown), default=0.0)
-        rows: list[Widget] = [
-            Static("Pass duration per model · bar: median · sparkline: each pass in order", classes="legend",
-                   markup=False)
-        ]
-        for run in self.shown:
-            rows.append(ChartRow(
-                model_label(run.model, short=not self._wide), run.medians.get("duration_s"), maximum,
-                [p.duration_s for p in run.passes],
-            ))
-        chart.mount(*rows)
-
-    def _fill_history(self, table: DataTable) -> None:
-        keep = self._history_cursor()
-        table.clear(columns=True)
-        columns = [("#", 4), ("When", 16), ("Provider", 10), ("Passes", 6), ("Median s", 8)]
-        if self._wide:
-            columns += [("Gen tok/s", 9), ("Peak GB", 7), ("Machine", 24)]
-        room = self._width() - 2 - 1 - 2 - 3 - sum(w + 2 for _, w in columns)
-        table.add_column("", width=1, key="shown")
-        table.add_column("Model", width=max(12, min(44, room)), key="model")
-        for label, width in columns:
-            table.add_column(Text(label, justify="right") if label not in ("When", "Provider", "Machine") else label,
-                             width=width, key=label.lower())
-        shown_ids = {run.id for run in self.shown if run.id is not None}
-        for run in self.history:
-            cells: list[object] = [
-                Text(SHOWN if run.id in shown_ids else "", style="bold"),
-                Text(model_label(run.model, short=not self._wide), no_wrap=True, overflow="ellipsis"),
-                Text(str(run.id), justify="right"),
-                human_time(run.started_at),
-                run.provider,
-                Text(str(len(run.passes)), justify="right"),
-                Text(_seconds(run.medians.get("duration_s")), justify="right"),
-            ]
-            if self._wide:
-                machine = run.machine.get("processor") or run.machine.get("machine") or ""
-                device = run.machine.get("device")
-                cells += [
-                    Text(_num(run.medians.get("generation_tps"), 0), justify="right"),
-                    Text(_num(run.medians.get("peak_memory_gb"), 2), justify="right"),
-                    Text(f"{machine}{f' ({device})' if device else ''}", no_wrap=True, overflow="ellipsis"),
-                ]
-            table.add_row(*cells, key=str(run.id))
-        if keep is not None:
-            try:
-                table.move_cursor(row=table.get_row_index(keep), animate=False)
-            except Exception:  # noqa: BLE001 - that run is no longer listed
-                pass
 
     def _history_cursor(self) -> str | None:
         table = self.query_one(HistoryTable)
@@ -553,7 +370,7 @@ class BenchScreen(Screen[None]):
             models=models, provider=provider, passes=passes, warmup=1,
             base_url=base_url if provider == "openai-api" else None,
             api_key=resolve_api_key(aux.api_key_env) if provider == "openai-api" else None,
-            max_tokens=aux.max_tokens, timeout=aux.timeout,
+            max_tokens=aux.max_tokens, timeout=aux.timeout, compression=self.config.compression,
         )
         cfg.check()
         return cfg

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from rich.text import Text
@@ -35,6 +34,7 @@ from hermes_tui.tui.screens.dialogs import (
     TextPromptDialog,
 )
 from hermes_tui.tui.screens.hermes_import import HermesImportDialog
+from hermes_tui.tui.widgets.text import human_time
 
 __all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]  # ExportDialog: from dialogs
 
@@ -42,26 +42,6 @@ FORMATS = {"markdown": ".md", "json": ".json"}
 IMPORT_HINT = "i: import a session from Hermes Agent"
 EXPORT_FORMATS = [ExportFormat("markdown", "Markdown", FORMATS["markdown"]),
                   ExportFormat("json", "JSON (OpenAI messages)", FORMATS["json"])]
-
-
-def human_time(ts: float, now: float | None = None) -> str:
-    """``just now``, ``5 min ago``, ``today 14:03``, ``yesterday 09:12``, ``Mon 14:03``, ``3 Mar``, ``3 Mar 2023``."""
-    now = time.time() if now is None else now
-    delta = now - ts
-    then, today = datetime.fromtimestamp(ts), datetime.fromtimestamp(now).date()
-    if 0 <= delta < 60:
-        return "just now"
-    if 0 <= delta < 3600:
-        return f"{int(delta // 60)} min ago"
-    if then.date() == today:
-        return f"today {then:%H:%M}"
-    if then.date() == today - timedelta(days=1):
-        return f"yesterday {then:%H:%M}"
-    if timedelta(0) < today - then.date() < timedelta(days=7):
-        return f"{then:%a %H:%M}"
-    if then.year == today.year:
-        return f"{then.day} {then:%b}"
-    return f"{then.day} {then:%b %Y}"
 
 
 def export_session(store: Store, info: SessionInfo, fmt: str, include_archived: bool, path: Path) -> Path:

@@ -35,9 +35,9 @@ from hermes_tui.config import (
     ConfigError,
     ModelConfig,
     load_config,
-    refuse_foreign_config,
 )
 from hermes_tui.config_edit import apply_changes, save_changes
+from hermes_tui.config_write import refuse_foreign_config
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
 from hermes_tui.tui.widgets.mcp_servers_form import McpServersForm
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from hermes_tui.content_parts import Attachment, text_only
@@ -80,3 +82,23 @@ def columns(rows: Iterable[tuple[str, str]], gap: int = 2) -> str:
     rows = list(rows)
     width = max((len(name) for name, _ in rows), default=0) + gap
     return "\n".join(f"{name:<{width}}{value}" for name, value in rows)
+
+
+def human_time(ts: float, now: float | None = None) -> str:
+    """``just now``, ``5 min ago``, ``today 14:03``, ``yesterday 09:12``, ``Mon 14:03``, ``3 Mar``, ``3 Mar 2023``."""
+    now = time.time() if now is None else now
+    delta = now - ts
+    then, today = datetime.fromtimestamp(ts), datetime.fromtimestamp(now).date()
+    if 0 <= delta < 60:
+        return "just now"
+    if 0 <= delta < 3600:
+        return f"{int(delta // 60)} min ago"
+    if then.date() == today:
+        return f"today {then:%H:%M}"
+    if then.date() == today - timedelta(days=1):
+        return f"yesterday {then:%H:%M}"
+    if timedelta(0) < today - then.date() < timedelta(days=7):
+        return f"{then:%a %H:%M}"
+    if then.year == today.year:
+        return f"{then.day} {then:%b}"
+    return f"{then.day} {then:%b %Y}"
