@@ -478,10 +478,12 @@ def test_redacted_json_string_stays_valid_json(value):
     assert REDACTED in decoded
 
 
-# --- speed --------------------------------------------------------------------------------
+# --- no catastrophic backtracking ---------------------------------------------------------
 
 
-def test_twenty_kb_is_fast():
+def test_twenty_kb_of_log_lines_does_not_backtrack():
+    """A pattern that backtracks takes seconds on 20 KB; the bound only catches that (the speed
+    figure itself is a benchmark's: benchmarks/bench_pass_overhead.py)."""
     lines = [
         "2024-05-01 12:00:01 INFO worker.py:88 processed batch 17 (token count 512, 0.4 s)",
         "  File \"/app/src/hermes/compaction.py\", line 120, in run_pass",
@@ -497,8 +499,8 @@ def test_twenty_kb_is_fast():
     for _ in range(runs):
         redact(text)
     per_call_ms = (time.perf_counter() - started) * 1000 / runs
-    # Typically ~1 ms; the bound is loose for slow CI machines.
-    assert per_call_ms < 25
+    # Typically ~1 ms here; a shared, loaded machine can be 30x slower than that.
+    assert per_call_ms < 500
 
 
 # --- properties ---------------------------------------------------------------------------
