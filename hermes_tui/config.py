@@ -158,6 +158,15 @@ class CompressionConfig(_Section):
     fact_guard: bool = _setting(
         True, "keep paths, identifiers, errors, URLs the summary dropped in a bounded Facts section"
     )
+    user_verbatim_tokens: int | None = _setting(
+        None,
+        "recent user messages kept verbatim, in tokens (>= 0)",
+        ge=0,
+        note=(
+            "null = 15% of the compaction threshold, at most 20000. Older user messages are\n"
+            "archived and quoted in the summary while the quotes fit half as much, then folded."
+        ),
+    )
     tokenizer: str = _setting(
         "",
         "tokenizer.json, or a model folder holding one",

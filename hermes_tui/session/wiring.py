@@ -65,6 +65,7 @@ def compaction_settings(config: Config) -> CompactionSettings:
         micro_compact_defrag_threshold_tokens=c.micro_compact_defrag_threshold_tokens,
         micro_compact_mode=c.micro_compact_mode,
         fact_guard=c.fact_guard,
+        user_verbatim_tokens=c.user_verbatim_tokens,
     )
 
 
@@ -91,6 +92,7 @@ def make_compactor(
         max_tokens_cap=config.auxiliary.compression.max_tokens,
         mode=settings.micro_compact_mode,
         fact_guard=settings.fact_guard,
+        user_verbatim_tokens=settings.user_verbatim_tokens,
     )
     return Compactor(ctx, settings, session_id=session_id, main_model=config.model.model or None)
 
