@@ -233,6 +233,7 @@ class AgentTurn:
         session = self.session
         with session.lock:
             request = wire_view(session.conv.messages)
+            context_tokens = session.conv.total_tokens
         extra: dict[str, Any] = {}
         if self.tools is not None and len(self.tools.registry) and getattr(session.chat, "supports_tools", False):
             extra["tools"] = self.tools.registry.specs()
@@ -256,6 +257,7 @@ class AgentTurn:
             # Calls cut off mid-stream are dropped with the stream: only the text is kept.
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
+        session.record_request(context_tokens, done)
         meta: dict[str, Any] = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
