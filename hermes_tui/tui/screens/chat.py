@@ -29,6 +29,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from hermes_tui.analysis.occupancy_chart import usage_chart
 from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.logs import get_logger
@@ -419,6 +420,8 @@ class ChatScreen(Screen):
         self.last_outcome = report.outcome if report is not None else "error"
         if not event.manual:  # /compact says how it went in its own note
             self._tell_failure(report)
+        if report is not None and report.notice:
+            self.app.notify(report.notice, title="Compaction", timeout=15)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.sync(messages)
@@ -558,7 +561,8 @@ class ChatScreen(Screen):
             ("batch compactions", str(u["batch_compactions"])),
             ("last pass", self._last_pass_text(u["last_pass"])),
         ]
-        await self.note(columns(rows), title="Usage")
+        chart = usage_chart(u["requests"], u["threshold_tokens"])
+        await self.note(columns(rows) + (f"\n\n{chart}" if chart else ""), title="Usage")
 
     def _last_pass_text(self, outcome: str | None) -> str:
         last = self.session.last_pass
