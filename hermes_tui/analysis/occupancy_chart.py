@@ -78,8 +78,10 @@ def bar_chart(
         axis = "┼" if row == mark_row else "┤" if row in labels and labels[row] else "│"
         lines.append(f"{labels.get(row, ''):>{pad}} {axis}{''.join(cells)}")
     lines.append(f"{_label(0, unit):>{pad}} └{'─' * len(columns)}")
-    last = str(len(values))
-    lines.append(f"{'':>{pad}}  1{last:>{max(1, len(columns) - 1)}} {what}")
+    if len(values) == 1:
+        lines.append(f"{'':>{pad}}  1 {what.removesuffix('s')}")
+    else:
+        lines.append(f"{'':>{pad}}  1{len(values):>{max(1, len(columns) - 1)}} {what}")
     return lines
 
 

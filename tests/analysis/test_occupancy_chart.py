@@ -26,6 +26,7 @@ def test_buckets_keep_each_buckets_peak():
 def test_sparkline_and_empty_input():
     assert sparkline([0, 4, 8], top=8) == " ▄█"
     assert bar_chart([], high_mark=100) == [] and usage_chart([], 1000) == ""
+    assert bar_chart([40], high_mark=100, height=2)[-1] == "      1 request"
 
 
 def test_usage_chart_in_percent_of_the_threshold_or_tokens_while_unresolved():
