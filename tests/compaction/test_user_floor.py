@@ -135,3 +135,18 @@ def test_quotes_survive_a_resume_and_a_merge_pass():
     assert compactor.state.quotes == quotes
     assert compactor.rolling_summary.startswith(user_floor.render_section(quotes))
     assert user_floor.HEADING not in summarizer.requests[-1].summary
+
+
+def test_quotes_do_not_count_toward_the_defrag_threshold():
+    # A defrag cannot shrink the quotes: counting them would make every pass a defrag.
+    summarizer = ScriptedSummarizer(lambda r: (r.summary + "\n" if r.summary else "") + "- did a step.")
+    compactor, conv = make_compactor(summarizer, limit=100_000, defrag_threshold=100)
+    compactor.ctx = dataclasses.replace(compactor.ctx, user_verbatim_tokens=2_000)
+    conv.extend(chatty(30, user_size=40))
+    compactor.compress(conv)
+    quotes = compactor.state.quotes
+    assert user_floor.section_tokens(compactor.ctx.counter, quotes) > 100  # over the threshold alone
+    conv.extend(exchange(20) + exchange(20) + [user("next")] + exchange(20) + exchange(20))
+    report = compactor.micro_pass(conv)
+    assert report.outcome == "absorbed", report.outcome
+    assert compactor.state.quotes == quotes
