@@ -140,10 +140,10 @@ class CompressionConfig(_Section):
     micro_compact_defrag_threshold_tokens: int = _setting(
         2000, "condense the rolling summary past this size (>= 100)", ge=100
     )
-    # append by default, from benchmarks/bench_pass_cost.py (merge vs append, 50 passes of a
-    # real session): a pass generates only the exchange's new lines instead of the whole
-    # summary, and the summary stays a byte-stable prefix for the prefix cache. Generated
-    # tokens, the part that grows with the summary in merge, dominate a pass's model time.
+    # append by default: a pass may generate only the exchange's new lines (the engine grants
+    # it O(exchange) tokens, merge O(summary + exchange)), and the summary stays a byte-stable
+    # prefix for the prefix cache. benchmarks/bench_pass_cost.py measures the prefill side;
+    # how much a model really generates per mode only a real model shows.
     micro_compact_mode: MicroCompactMode = _setting(
         "append",
         "append | merge",
@@ -154,6 +154,15 @@ class CompressionConfig(_Section):
     )
     fact_guard: bool = _setting(
         True, "keep paths, identifiers, errors, URLs the summary dropped in a bounded Facts section"
+    )
+    user_verbatim_tokens: int | None = _setting(
+        None,
+        "recent user messages kept verbatim, in tokens (>= 0)",
+        ge=0,
+        note=(
+            "null = 15% of the compaction threshold, at most 20000. Older user messages are\n"
+            "archived and quoted in the summary while the quotes fit half as much, then folded."
+        ),
     )
     tokenizer: str = _setting(
         "",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 
-from hermes_tui.compaction import checks
+from hermes_tui.compaction import checks, user_floor
 from hermes_tui.compaction.markers import read_marker
-from hermes_tui.compaction.micro import PassContext, generation_budget
+from hermes_tui.compaction.micro import PassContext, floor_meta, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
     BATCH_FAILED,
@@ -39,12 +39,27 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
     read = {i: marker for i, m in enumerate(messages) if (marker := read_marker(m)) is not None}
     markers = sorted(read)
-    absorb = [i for i in range(head, tail) if messages[i].role not in ("user", "system") and i not in read]
+    # User messages outside the floor are folded too, and quoted while they fit (user_floor).
+    fold, absorb = _foldable(messages, head, tail, read, ctx, ctx.user_floor_tokens)
+    if not absorb and count_messages(ctx.counter, messages) > ctx.window.threshold_tokens:
+        # The window is full of what the user said: the floor gives way (all but the last
+        # user message are folded, and quoted while they fit), so the session still fits.
+        fold, absorb = _foldable(messages, head, tail, read, ctx, 0)
     # Every marker's history is kept: a transcript from elsewhere may hold more than one.
-    previous = "\n\n".join(read[i].summary for i in markers if read[i].summary)
-    stats: dict = {"absorbed_tokens": count_messages(ctx.counter, [messages[i] for i in absorb]), "summarizer_calls": 0}
+    # Their quotes stay the engine's: the summarizer gets the rest.
+    previous = "\n\n".join(
+        rest for i in markers if (rest := user_floor.without_section(read[i].summary, read[i].quotes))
+    )
+    folded = [messages[i] for i in sorted(fold)]
+    carried = tuple(quote for i in markers for quote in read[i].quotes)
+    quotes = user_floor.fit(carried + tuple(user_floor.quotes_of(folded)), ctx.quote_budget_tokens, ctx.counter)
+    stats: dict = {
+        "absorbed_tokens": count_messages(ctx.counter, [messages[i] for i in absorb]), "summarizer_calls": 0,
+        "users_folded": len(folded),
+    }
     if not absorb:
-        return PassResult(BATCH, NOTHING_TO_ABSORB, state, stats=_timed(stats, started))
+        # A failure: batch runs because the window is full, and it stays full.
+        return PassResult(BATCH, NOTHING_TO_ABSORB, state, failure=NOTHING_TO_ABSORB, stats=_timed(stats, started))
 
     summary = previous
     summary_tokens = ctx.counter.count_text(summary)
@@ -72,6 +87,9 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
             return PassResult(BATCH, BATCH_FAILED, state, failure=problem, stats=_timed(stats, started))
         summary, summary_tokens = text, text_tokens
 
+    summary = user_floor.compose(quotes, summary)
+    summary_tokens = ctx.counter.count_text(summary)
+    floor = MicroState(quotes=quotes, users_folded_total=state.users_folded_total + len(folded))
     removed = sorted({(i, messages[i].id) for i in absorb} | {(i, messages[i].id) for i in markers})
     marker = make_marker(
         BATCH,
@@ -81,6 +99,7 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
             "supersedes": messages[markers[-1]].id if markers else None,
             "summary_tokens": summary_tokens,
             "passes_total": state.passes_total,
+            **floor_meta(floor),
         },
     )
     splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
@@ -95,9 +114,23 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
         marker_id=marker.id,
         passes_total=state.passes_total,
         tokens_saved_total=state.tokens_saved_total,
+        quotes=floor.quotes,
+        users_folded_total=floor.users_folded_total,
     )
     stats.update(summary_tokens=summary_tokens, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     return PassResult(BATCH, COMPRESSED, new_state, splice=splice, stats=_timed(stats, started))
+
+
+def _foldable(
+    messages: list[Message], head: int, tail: int, read: dict, ctx: PassContext, floor_tokens: int
+) -> tuple[set[int], list[int]]:
+    """The user messages outside a floor of ``floor_tokens``, and every index to absorb."""
+    fold = set(user_floor.foldable_users(messages, head, tail, ctx.counter, floor_tokens))
+    absorb = [
+        i for i in range(head, tail)
+        if (i in fold or messages[i].role not in ("user", "system")) and i not in read
+    ]
+    return fold, absorb
 
 
 def _chunks(messages: list[Message], indices: list[int], ctx: PassContext) -> list[list[Message]]:

@@ -43,6 +43,13 @@ from hermes_tui.transcript import MICRO, Message
 
 log = logging.getLogger("hermes_tui.compaction")
 
+# Said once per session, when the floor policy first folds user messages (README
+# "What the user typed").
+FIRST_FOLD_NOTICE = (
+    "{n} of your older messages left the context so that it stays inside the window. They are "
+    "kept in the archive and quoted word for word in the summary while they fit."
+)
+
 # Called with a published-to-be result before the in-memory splice; raising means
 # the store did not take it, and the pass is then not published (``store_failed``).
 Persist = Callable[[PassResult], None]
@@ -64,6 +71,7 @@ class CompactionSettings:
     micro_compact_defrag_threshold_tokens: int = _DEFAULTS.micro_compact_defrag_threshold_tokens
     micro_compact_mode: str = _DEFAULTS.micro_compact_mode
     fact_guard: bool = _DEFAULTS.fact_guard
+    user_verbatim_tokens: int | None = _DEFAULTS.user_verbatim_tokens  # None: a share of the threshold
 
 
 @dataclass
@@ -74,6 +82,7 @@ class PassReport:
     outcome: str
     fields: dict[str, Any] = field(default_factory=dict)
     detail: str | None = None  # why it failed, in one redacted line (the telemetry holds counts only)
+    notice: str | None = None  # something the user should hear once (the first user messages folded)
 
 
 def pass_cost(stats: dict[str, Any], duration_ms: int | None) -> dict[str, Any]:
@@ -166,6 +175,7 @@ class Compactor:
     ) -> PassReport:
         """Store, then splice, then adopt the state; any failure leaves everything as it was."""
         messages_before, tokens_before = len(conv), conv.total_tokens
+        folded_before = self.state.users_folded_total
         outcome, failure, state = result.outcome, result.failure, result.state
         try:
             if result.epoch is not None and result.epoch != conv.epoch:
@@ -194,6 +204,10 @@ class Compactor:
             self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
         fields = self._telemetry(result, outcome, failure, messages_before, tokens_before, conv, started)
         detail = result.detail if outcome == result.outcome else None
+        notice = None
+        if folded_before == 0 and self.state.users_folded_total > 0:
+            notice = FIRST_FOLD_NOTICE.format(n=self.state.users_folded_total)
+            telemetry.log_human(notice)
         self._human_lines(result, outcome, fields, detail)
         if result.kind == MICRO:
             telemetry.log_micro(fields)
@@ -201,7 +215,7 @@ class Compactor:
             if outcome == "compressed":
                 self.batch_compactions += 1
             telemetry.log_batch(fields)
-        return PassReport(result.kind, outcome, fields, detail=detail)
+        return PassReport(result.kind, outcome, fields, detail=detail, notice=notice)
 
     # --- cursor, for tests and the UI --------------------------------------------
     def cursor(self, messages: list[Message]) -> int:
@@ -241,6 +255,8 @@ class Compactor:
             "aux_model": getattr(self.ctx.summarizer, "model_name", None),
             "prompt_tokens": stats.get("prompt_tokens"),
             "completion_tokens": stats.get("completion_tokens"),
+            "users_folded": stats.get("users_folded") if outcome == result.outcome else None,
+            "quotes": len(self.state.quotes),
         }
         if result.kind == MICRO:
             fields.update(

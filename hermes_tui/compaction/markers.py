@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_tui.compaction import facts, hermes_markers
+from hermes_tui.compaction import facts, hermes_markers, user_floor
 from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, MARKER_KINDS, MICRO, Message
@@ -54,6 +54,8 @@ class MarkerSummary:
     passes_total: int | None = None           # the session's counters, when the metadata holds valid ones
     tokens_saved_total: int | None = None
     source: str = META                        # where the summary came from: META or CONTENT
+    quotes: tuple[user_floor.Quote, ...] = ()  # the user messages the summary's top section quotes
+    users_folded_total: int | None = None     # user messages the floor policy has folded so far
 
 
 def read_marker(msg: Message) -> MarkerSummary | None:
@@ -66,10 +68,12 @@ def read_marker(msg: Message) -> MarkerSummary | None:
     meta = msg.meta
     raw = meta.get("summary")
     if isinstance(raw, str) and _is_list_of_strings(meta.get("covers")):
-        summary = _checked(raw)
+        quotes, summary = _quoted(meta.get("user_quotes"), raw)
         if summary is not None:
             return MarkerSummary(
                 kind, summary,
+                quotes=quotes,
+                users_folded_total=_count(meta.get("users_folded_total")),
                 facts=_facts_section(meta.get("facts"), summary),
                 summary_tokens=_count(meta.get("summary_tokens")),
                 passes_total=_count(meta.get("passes_total")),
@@ -108,6 +112,18 @@ def summary_from_content(content: str) -> str:
     if lines and lines[-1].strip() == MARKER_FOOTER:
         lines = lines[:-1]
     return "\n".join(lines)
+
+
+def _quoted(raw_quotes: Any, raw: str) -> tuple[tuple[user_floor.Quote, ...], str | None]:
+    """The quotes' section and the checked summary. What the user said is quoted as data:
+    the instruction check reads the rest of the summary. Quotes the metadata does not
+    list exactly are no section: the whole text is then checked as it is."""
+    quotes = user_floor.read_quotes(raw_quotes, raw)
+    checked = user_floor.checked_quotes(quotes) if quotes else None
+    if not checked or len(raw) > MAX_SUMMARY_CHARS:
+        return (), _checked(raw)
+    rest = _checked(user_floor.without_section(raw, quotes))
+    return (checked, None) if rest is None else (checked, user_floor.compose(checked, rest))
 
 
 def _checked(text: str) -> str | None:

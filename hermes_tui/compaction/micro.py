@@ -22,7 +22,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from hermes_tui.compaction import checks, facts
+from hermes_tui.compaction import checks, facts, user_floor
 from hermes_tui.compaction.markers import is_marker
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
@@ -73,10 +73,19 @@ class PassContext:
     pressure_share: float | None = PRESSURE_SHARE  # None: defrag on summary size only, as the spec
     mode: str = _DEFAULTS.micro_compact_mode
     fact_guard: bool = _DEFAULTS.fact_guard
+    user_verbatim_tokens: int | None = _DEFAULTS.user_verbatim_tokens  # None: user_floor's share of the threshold
 
     @property
     def facts_budget_tokens(self) -> int:
         return int(FACTS_BUDGET_SHARE * self.defrag_threshold_tokens)
+
+    @property
+    def user_floor_tokens(self) -> int:
+        return user_floor.verbatim_budget(self.window, self.user_verbatim_tokens)
+
+    @property
+    def quote_budget_tokens(self) -> int:
+        return user_floor.quote_budget(self.user_floor_tokens)
 
 
 def plan_micro_pass(
@@ -120,7 +129,9 @@ def _defrag_reason(
     makes defrags (which lose detail) come sooner than the model's summary would.
     """
     facts_tokens = ctx.counter.count_text(facts.render_section(state.facts)) if state.facts else 0
-    if state.summary_tokens - facts_tokens > ctx.defrag_threshold_tokens:
+    # The quotes have their own budget, and a defrag cannot shrink them.
+    quote_tokens = user_floor.section_tokens(ctx.counter, state.quotes)
+    if state.summary_tokens - facts_tokens - quote_tokens > ctx.defrag_threshold_tokens:
         return "summary_size"
     if ctx.pressure_share is None or total_tokens is None:
         return None
@@ -138,11 +149,12 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
         return PassResult(MICRO, NOTHING_TO_ABSORB, state, stats={"cursor": cursor})
     exchange = messages[cursor:end]
     exchange_tokens = count_messages(ctx.counter, exchange)
-    replaced_tokens = exchange_tokens + state.summary_tokens
+    # The quotes' section is the engine's: it is kept as it is, so it is not replaced.
+    replaced_tokens = exchange_tokens + state.summary_tokens - user_floor.section_tokens(ctx.counter, state.quotes)
     stats = {"cursor": cursor, "exchange_tokens": exchange_tokens}
 
-    # The model sees the summary without the Facts section: the engine keeps that part.
-    body = redact(facts.body_of(state.summary, state.facts))
+    # The model sees the summary without the Facts and quotes sections: the engine keeps those.
+    body = redact(user_floor.without_section(facts.body_of(state.summary, state.facts), state.quotes))
     redacted = [redact_message(m) for m in exchange]
     append = ctx.mode == APPEND
     request = SummaryRequest("append" if append else "absorb", body, redacted)
@@ -168,6 +180,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     summary, kept = _guard(ctx, new_body, state.facts, model_facts, redacted, limit)
     if not summary.strip():
         return _failed(state, exchange, stats, checks.EMPTY, end)
+    summary = user_floor.compose(state.quotes, summary)
     summary_tokens = ctx.counter.count_text(summary)
 
     removed = _with_old_marker(messages, state, range(cursor, end))
@@ -257,13 +270,19 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
     only facts of the middle folded in now that the output lost; facts of earlier
     passes that the consolidation dropped stay dropped: that is how the section is pruned.
     """
-    middle = [i for i in range(head, tail) if not _never_absorbed(messages[i]) and i != state.marker_index]
+    # User messages outside the floor are folded too, and quoted while they fit (user_floor).
+    fold = set(user_floor.foldable_users(messages, head, tail, ctx.counter, ctx.user_floor_tokens))
+    middle = [
+        i for i in range(head, tail)
+        if (i in fold or not _never_absorbed(messages[i])) and i != state.marker_index
+    ]
     middle_messages = [messages[i] for i in middle]
-    input_tokens = state.summary_tokens + count_messages(ctx.counter, middle_messages)
+    base = user_floor.without_section(state.summary, state.quotes)
+    input_tokens = ctx.counter.count_text(base) + count_messages(ctx.counter, middle_messages)
     stats = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
 
     redacted = [redact_message(m) for m in middle_messages]
-    request = SummaryRequest("defrag", redact(state.summary), redacted)
+    request = SummaryRequest("defrag", redact(base), redacted)
     detail: str | None = None
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO))
@@ -285,13 +304,19 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
     # The re-added facts must not undo the shrinking the check just accepted.
     limit = int(DEFRAG_MAX_RATIO * input_tokens) - ctx.counter.count_text(body)
     summary, kept = _guard(ctx, body, (), model_facts, redacted, limit)
+    folded = [messages[i] for i in sorted(fold)]
+    floor = state.evolve(
+        quotes=user_floor.fit(state.quotes + tuple(user_floor.quotes_of(folded)), ctx.quote_budget_tokens, ctx.counter),
+        users_folded_total=state.users_folded_total + len(folded),
+    )
+    summary = user_floor.compose(floor.quotes, summary)
     summary_tokens = ctx.counter.count_text(summary)
     removed = _with_old_marker(messages, state, middle)
-    marker = _marker(summary, summary_tokens, [m.id for m in middle_messages], state, kept, ctx)
+    marker = _marker(summary, summary_tokens, [m.id for m in middle_messages], floor, kept, ctx)
     splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
-    new_state = _after_splice(state, splice, summary, summary_tokens, facts=tuple(kept), failing_id=None, failures=0)
+    new_state = _after_splice(floor, splice, summary, summary_tokens, facts=tuple(kept), failing_id=None, failures=0)
     new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
-    stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens)
+    stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens, users_folded=len(folded))
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 
 
@@ -335,7 +360,18 @@ def _marker(
     }
     if ctx.fact_guard:
         extra["facts"] = [list(fact) for fact in kept]  # so a resume knows where the section starts
+    extra.update(floor_meta(state))
     return make_marker(MICRO, summary, covers=covers, extra=extra)
+
+
+def floor_meta(state: MicroState) -> dict:
+    """What a marker records of the user-message floor, so a resume finds the quotes again."""
+    meta: dict = {}
+    if state.quotes:
+        meta["user_quotes"] = [list(quote) for quote in state.quotes]
+    if state.users_folded_total:
+        meta["users_folded_total"] = state.users_folded_total
+    return meta
 
 
 def _after_splice(state: MicroState, splice: Splice, summary: str, summary_tokens: int, **changes) -> MicroState:

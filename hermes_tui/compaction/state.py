@@ -48,6 +48,8 @@ class MicroState:
     defrag_wait: int = 0               # passes to wait before trying defrag again
     passes_total: int = 0
     tokens_saved_total: int = 0
+    quotes: tuple[tuple[str, str], ...] = ()  # the user messages the summary quotes (user_floor)
+    users_folded_total: int = 0        # user messages folded by the floor policy, this session
 
     def evolve(self, **changes: Any) -> MicroState:
         return replace(self, **changes)
@@ -131,7 +133,7 @@ def recover_state(messages: list[Message], head_end: int, state: MicroState) -> 
         return state.evolve(
             cursor=cursor,
             cursor_anchor=messages[cursor - 1].id if cursor > 0 else None,
-            summary="", summary_tokens=0, facts=(), marker_index=None, marker_id=None,
+            summary="", summary_tokens=0, facts=(), quotes=(), marker_index=None, marker_id=None,
         )
     marker_index, marker = found
     cursor = max(head_end, marker_index + 1)
@@ -141,6 +143,8 @@ def recover_state(messages: list[Message], head_end: int, state: MicroState) -> 
         summary=marker.summary,
         summary_tokens=marker.summary_tokens or 0,
         facts=marker.facts,
+        quotes=marker.quotes,
+        users_folded_total=max(state.users_folded_total, marker.users_folded_total or 0),
         marker_index=marker_index,
         marker_id=messages[marker_index].id,
         passes_total=max(state.passes_total, marker.passes_total or 0),

@@ -27,13 +27,15 @@ MICRO_FIELDS = (
     "mode", "prefill_tokens", "generated_tokens", "overhead_ms", "prompt_tps", "generation_tps",
     # The fact guard: facts in the summary's Facts section, and how many this pass added.
     "facts_kept", "facts_added",
+    # The user-message floor: user messages this pass folded, and quotes the summary holds.
+    "users_folded", "quotes",
 )
 BATCH_FIELDS = (
     "event", "session_id", "outcome", "failure",
     "messages_before", "messages_after", "tokens_before", "tokens_after", "tokens_delta",
     "absorbed_tokens", "summary_tokens", "summarizer_calls",
     "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model", "aux_model",
-    "prompt_tokens", "completion_tokens",
+    "prompt_tokens", "completion_tokens", "users_folded", "quotes",
 )
 
 

@@ -251,6 +251,7 @@ class AgentTurn:
         session = self.session
         with session.lock:
             request = wire_view(session.conv.messages)
+            context_tokens = session.conv.total_tokens
         extra: dict[str, Any] = {}
         if self.tools is not None:
             self.tools.sync()
@@ -276,6 +277,7 @@ class AgentTurn:
             # Calls cut off mid-stream are dropped with the stream: only the text is kept.
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
+        session.record_request(context_tokens, done)
         meta: dict[str, Any] = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True

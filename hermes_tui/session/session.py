@@ -14,6 +14,7 @@ gives it up once the reply and the pass in flight (between ``begin_work`` and
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import get_logger
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
+from hermes_tui.session import chat_telemetry
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.transcript import Message, wire_view
 
@@ -38,6 +40,9 @@ class TurnResult:
     done: ChatDone
     stopped: bool = False  # the user stopped it: ``reply`` is the part that arrived
 
+
+# Chat requests the occupancy chart of /usage draws (the newest; older ones are in the log).
+REQUESTS_KEPT = 2_000
 
 class Session:
     def __init__(
@@ -52,6 +57,9 @@ class Session:
         self.conv = conv
         self.lock = threading.RLock()
         self.turns_completed = 0
+        self.user_turns = 0  # user messages added by this process: numbers chat requests by turn
+        # Context tokens of each chat request (the newest ones), for the occupancy chart.
+        self.requests: deque[int] = deque(maxlen=REQUESTS_KEPT)
         self.last_pass: PassReport | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
@@ -115,6 +123,7 @@ class Session:
     def add_user_message(self, text: str) -> Message:
         message = Message(role="user", content=text)
         with self.lock:
+            self.user_turns += 1
             self.conv.append(message)
             self.store.flush(self.info.id, [message])
         return message
@@ -134,6 +143,7 @@ class Session:
         """
         with self.lock:
             request = wire_view(self.conv.messages)
+            context_tokens = self.conv.total_tokens
         done: ChatDone | None = None
         parts: list[str] = []
         stopped = False
@@ -151,6 +161,7 @@ class Session:
             # The provider reports no usage for a cancelled call: none is recorded (never a guess).
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
+        self.record_request(context_tokens, done)
         meta: dict = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
@@ -162,6 +173,20 @@ class Session:
                 self.turns_completed += 1
                 self.exchange_completed()
         return TurnResult(reply, done, stopped)
+
+    def record_request(self, context_tokens: int, done: ChatDone) -> None:
+        """One chat request done: its telemetry line (prompt, cached and prefilled tokens) and
+        its size for the occupancy chart."""
+        window = self.compactor.ctx.window
+        with self.lock:
+            self.requests.append(context_tokens)
+            turn = self.user_turns
+        chat_telemetry.log_chat(chat_telemetry.chat_fields(
+            done, session_id=self.info.id, turn=turn, context_tokens=context_tokens,
+            occupancy_pct=window.occupancy_pct(context_tokens),
+            threshold_tokens=window.threshold_tokens if window.limit else None, context_limit=window.limit,
+            main_model=self.config.model.model or None,
+        ))
 
     def append(self, message: Message) -> None:
         """Keep one finished message: in the transcript and, at once, in the store."""
@@ -263,6 +288,7 @@ class Session:
             "summary_tokens": state.summary_tokens,
             "batch_compactions": self.compactor.batch_compactions,
             "last_pass": self.last_pass.outcome if self.last_pass else None,
+            "requests": list(self.requests),
         }
 
 
@@ -272,6 +298,7 @@ def usage_meta(done: ChatDone) -> dict:
         key: value
         for key, value in {
             "prompt_tokens": usage.prompt_tokens,
+            "cached_tokens": usage.cached_tokens,
             "completion_tokens": usage.completion_tokens,
             "finish_reason": usage.finish_reason,
         }.items()

@@ -90,6 +90,7 @@ def build_compactor(
         pressure_share=pressure_share,
         mode=settings.micro_compact_mode,
         fact_guard=settings.fact_guard,
+        user_verbatim_tokens=settings.user_verbatim_tokens,
     )
     return Compactor(ctx, settings, session_id=session_id, main_model=main_model)
 

@@ -189,7 +189,7 @@ def test_summarize_overall(logs):
     assert figures["duration_ms"] == {"count": 11, "min": 100, "median": 6000, "p90": 36200, "max": 120000}
     # 11 non-null occupancies: 8.7 15 17.5 21.8 22 [22] 39 39 39 39 40
     assert figures["occupancy_pct"] == {"count": 11, "min": 8.7, "median": 22.0, "max": 40.0}
-    assert figures["batch_compactions"] == {"fired": 2, "failed": 1}
+    assert figures["batch_compactions"] == {"fired": 2, "failed": 1, "nothing_to_absorb": 0}
 
 
 def test_summarize_sessions(logs):
@@ -202,7 +202,7 @@ def test_summarize_sessions(logs):
     assert review["duration_ms"]["median"] == 9100  # 2200 4500 [9100] 31200 36200
     assert review["duration_ms"]["p90"] == 36200
     assert review["occupancy_pct"]["median"] == pytest.approx((17.5 + 21.8) / 2)
-    assert review["batch_compactions"] == {"fired": 0, "failed": 0}
+    assert review["batch_compactions"] == {"fired": 0, "failed": 0, "nothing_to_absorb": 0}
     assert [row["pass"] for row in review["trajectory"]] == [1, 2, 3, 4, 5]  # nothing_to_absorb is not a row
 
     rough = sessions["rough"]
@@ -211,13 +211,13 @@ def test_summarize_sessions(logs):
     assert rough["duration_ms"]["median"] == 5000  # 100 1500 [4000 6000] 8000 120000
     assert rough["duration_ms"]["p90"] == 120000
     assert rough["occupancy_pct"] == {"count": 5, "min": 39.0, "median": 39.0, "max": 40.0}
-    assert rough["batch_compactions"] == {"fired": 1, "failed": 1}
+    assert rough["batch_compactions"] == {"fired": 1, "failed": 1, "nothing_to_absorb": 0}
     assert [(row["pass"], row["outcome"]) for row in rough["trajectory"]] == [(1, "absorbed"), (3, "defrag")]
     assert rough["trajectory"][0]["occupancy_pct"] is None
 
     only_batch = sessions["only-batch"]
     assert only_batch["passes"] == 0 and only_batch["trajectory"] == []
-    assert only_batch["batch_compactions"] == {"fired": 1, "failed": 0}
+    assert only_batch["batch_compactions"] == {"fired": 1, "failed": 0, "nothing_to_absorb": 0}
 
 
 def test_summarize_of_nothing():

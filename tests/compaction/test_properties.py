@@ -10,7 +10,9 @@ were written to, and recovering the compaction state from it), stale publishes a
 that land while a pass is running. After every event the invariants of the spec
 and DESIGN.md are checked:
 
- 1. user messages are the very same objects, unedited, in order;
+ 1. user messages are the very same objects, unedited, in order, except those the
+    floor policy folded: those are archived, and the newest of them that fit the
+    quotes' budget are quoted verbatim in the marker;
  2. every tool result answers a call of the step it belongs to; only a call still
     running at the end of the transcript is unanswered;
  3. at most one marker, its content exactly header / meta["summary"] / footer;
@@ -46,7 +48,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from window_oracle import expected_head_end, expected_tail_start
 
-from hermes_tui.compaction import facts
+from hermes_tui.compaction import facts, user_floor
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
 from hermes_tui.compaction.redaction import redact
@@ -521,14 +523,18 @@ class CompactionMachine(RuleBasedStateMachine):
         # The rolling summary a pass starts from is the newest marker's, from its metadata
         # (also right after a restart: rehydrated, never parsed from the content). An
         # absorb or append request carries it without the fact guard's Facts section,
-        # which the metadata also records; defrag and batch get all of it.
+        # which the metadata also records; defrag and batch get all of it. No request
+        # carries the quotes of what the user said: those are the engine's.
         if self.summarizer.summaries:
             markers = [m for m in before if m.is_marker]
-            expected = redact(markers[-1].meta["summary"]) if markers else ""
+            quotes = [tuple(q) for q in markers[-1].meta.get("user_quotes", [])] if markers else []
+            summary = user_floor.without_section(markers[-1].meta["summary"], quotes) if markers else ""
+            expected = redact(summary)
             if markers and self.summarizer.calls[0][0] in ("absorb", "append"):
                 recorded = [tuple(f) for f in markers[-1].meta.get("facts", [])]
-                expected = redact(facts.body_of(markers[-1].meta["summary"], recorded))
+                expected = redact(facts.body_of(summary, recorded))
             assert self.summarizer.summaries[0] == expected
+            assert not quotes or user_floor.HEADING not in self.summarizer.summaries[0]
         appended = list(appended)
 
         # 6. The tail of the transcript the pass saw is still at the end, untouched
@@ -575,6 +581,10 @@ class CompactionMachine(RuleBasedStateMachine):
             assert len(markers) == 1 and markers[0].meta["summary"] == self.compactor.rolling_summary
             archived_now = {m.id for m in self.archived[archived_before:]}
             old_marker = {m.id for m in before if m.is_marker}
+            # The last user message the pass saw is never folded (a later one may have
+            # arrived while it ran).
+            users_seen = [m.id for m in before if m.role == "user"]
+            assert not users_seen or users_seen[-1] not in archived_now, "the last user message was folded"
             if reports[0].outcome == "absorbed":
                 # Exactly the exchange at the cursor, and the marker it supersedes.
                 end = exchange_end(before, cursor)
@@ -630,12 +640,39 @@ class CompactionMachine(RuleBasedStateMachine):
     # --- invariants after every event ---------------------------------------------
     @invariant()
     def users_verbatim_and_in_order(self):
+        """1. User messages stay, unedited and in order, except those the floor policy
+        folded (the oldest, outside the floor): each of those is archived, and the newest
+        of them that fit the quotes' budget are quoted verbatim (redacted) in the marker."""
+        folded = [m for m in self.archived if m.role == "user"]
+        folded_ids = {m.id for m in folded}
         mine = [m for m in self.conv.messages if m.role == "user"]
-        expected = [m for m in self.inputs if m.role == "user"]
+        expected = [m for m in self.inputs if m.role == "user" and m.id not in folded_ids]
         assert len(mine) == len(expected) and all(a is b for a, b in zip(mine, expected)), "user messages changed"
         for m in self.conv.messages:
             if not m.is_marker:
                 assert self.original[m.id] == (m.role, m.content, json.dumps(m.tool_calls), m.tool_call_id)
+        if folded:
+            event("user messages folded")
+        h = expected_head_end(self.inputs, self.settings.protect_first_n)
+        assert not folded_ids & {m.id for m in self.inputs[:h]}, "a head user message was folded"
+        markers = [m for m in self.conv.messages if m.is_marker]
+        quotes = [tuple(q) for q in markers[-1].meta.get("user_quotes", [])] if markers else []
+        originals = [(m.id, redact(self.original[m.id][1])) for m in folded]
+        assert quotes == originals[len(originals) - len(quotes):], "the quotes are not the newest folded, verbatim"
+        budget = self.ctx.quote_budget_tokens
+        assert self._section_tokens(quotes) <= budget, "the quotes are over their budget"
+        if markers and len(quotes) < len(originals):
+            # The next older one did not fit.
+            older = originals[len(originals) - len(quotes) - 1:]
+            assert self._section_tokens(older) > budget, "a folded user message that fits is not quoted"
+        for _, text in quotes:
+            assert all(f"> {line}" in markers[-1].content for line in text.split("\n"))
+
+    def _section_tokens(self, quotes) -> int:
+        if not quotes:
+            return 0
+        lines = [user_floor.HEADING] + [f"> {line}" for _, text in quotes for line in text.split("\n")]
+        return self.counter.count_text("\n".join(lines))
 
     @invariant()
     def tool_calls_paired(self):

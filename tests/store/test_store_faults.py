@@ -217,8 +217,16 @@ def check_store(db: Path, inputs: list[Message], *, complete: bool) -> tuple[str
         for covered in marker.meta["covers"]:
             assert order[covered] < order[marker.id], "a marker sorts before a message it covers"
 
-    # The active transcript: users verbatim and in order, tools paired, at most one marker.
-    assert [m.content for m in active if m.role == "user"] == [m.content for m in prefix if m.role == "user"]
+    # The active transcript: users verbatim and in order, but for the oldest ones the floor
+    # policy folded (archived, each once: the rows above hold every input once), tools
+    # paired, at most one marker.
+    states = [state for m, state in rows if m.role == "user"]  # the input's users, in order (checked above)
+    folded = [n for n, state in enumerate(states) if state == "archived"]
+    assert folded == list(range(folded[0], folded[0] + len(folded))) if folded else True, "folded users not the oldest"
+    assert not states or states[-1] != "archived", "the last user message was folded"
+    users = [m.content for m in prefix if m.role == "user"]
+    active_users = [m.content for m in active if m.role == "user"]
+    assert active_users == [text for n, text in enumerate(users) if n not in folded]
     assert_tools_paired(active)
     assert sum(m.is_marker for m in active) <= 1, [m.marker_kind for m in active if m.is_marker]
     assert {m.id for m, state in rows if state == "active"} == {m.id for m in active}

@@ -22,6 +22,7 @@ DESIGN_DEFAULTS = {
         "micro_compact_defrag_threshold_tokens": 2000,
         "micro_compact_mode": "append",
         "fact_guard": True,
+        "user_verbatim_tokens": None,
         "tokenizer": "",
     },
     "auxiliary": {

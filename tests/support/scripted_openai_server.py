@@ -18,8 +18,8 @@ A reply in the script is one of:
   its first chunk carries the id (left out when null) and the name, each arguments
   piece follows in a chunk of its own. ``index`` (default: the call's position) may be
   given, or null to leave it out of the pieces; ``"interleave": true`` on the reply sends the calls' pieces alternately
-  (several calls forming at once, as some servers do). A usage chunk and ``[DONE]``
-  end the stream;
+  (several calls forming at once, as some servers do). A usage chunk (the reply's
+  ``usage`` object when it has one) and ``[DONE]`` end the stream;
 * ``{"raw": [chunk, ...]}``: these chunks (objects, or strings sent as they are:
   JSON text with escapes of our choosing), then ``[DONE]``.
 
@@ -68,7 +68,7 @@ def stream_chunks(reply: dict) -> list[dict]:
     chunks.append(_chunk({}, reply.get("finish_reason", "stop")))
     chunks.append({
         "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": [],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        "usage": reply.get("usage", {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}),
     })
     return chunks
 

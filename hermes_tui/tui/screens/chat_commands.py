@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from hermes_tui.analysis.occupancy_chart import usage_chart
 from hermes_tui.logs import get_logger
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tui import commands
@@ -119,7 +120,8 @@ class SlashCommandsMixin:
             ("batch compactions", str(u["batch_compactions"])),
             ("last pass", self._last_pass_text(u["last_pass"])),
         ]
-        await self.note(columns(rows), title="Usage")
+        chart = usage_chart(u["requests"], u["threshold_tokens"])
+        await self.note(columns(rows) + (f"\n\n{chart}" if chart else ""), title="Usage")
 
     def _last_pass_text(self, outcome: str | None) -> str:
         last = self.session.last_pass

@@ -97,6 +97,8 @@ class CompactionMixin:
         self.last_outcome = report.outcome if report is not None else "error"
         if not event.manual:  # /compact says how it went in its own note
             self._tell_failure(report)
+        if report is not None and report.notice:
+            self.app.notify(report.notice, title="Compaction", timeout=15)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.sync(messages)
