@@ -119,6 +119,8 @@ class AssistantMessage(MessageView):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        for markdown in self.query(StreamingMarkdown):
+            markdown.finish()
         if message is not None:
             self.message = message
             markdown = self.query_one(Markdown)

@@ -8,19 +8,29 @@ screen needs. Here a block is updated without a layout (``refresh(layout=False)`
 ``update(layout=False)`` does) and asks for one only when its content no longer fits the
 size it was given: a new line (height) or, in a fence, which scrolls sideways, a longer
 line (width). New blocks are still mounted, and laid out, as Textual does.
+
+A layout pass walks every widget on the screen, so on a loaded machine one costs tens of
+milliseconds and a reply that adds a line every few pieces would still run one each time.
+So the block being written grows ``RESERVE_LINES`` lines at a time: a fixed height with room
+below the text, filled without a layout; once a block is done (another one follows it, or
+the reply ends) its height is its text's again.
 """
 
 from __future__ import annotations
 
+from textual.await_complete import AwaitComplete
 from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Label, Markdown
 from textual.widgets._markdown import MarkdownBlock, MarkdownFence, MarkdownParagraph
 
+RESERVE_LINES = 4  # the block being written grows this many lines at a time
+
 
 def update_in_place(widget: Label, content: Content, *, check_width: bool = False) -> None:
-    """``widget.update(content)``, with a layout pass only if its content size changes."""
+    """``widget.update(content)``, with a layout pass only if the content outgrows its size;
+    then the widget is given ``RESERVE_LINES`` more lines than it needs."""
     width, height = widget.content_size
     if not widget.is_mounted or not width:
         widget.update(content)  # not laid out yet: its first layout sizes it
@@ -28,11 +38,23 @@ def update_in_place(widget: Label, content: Content, *, check_width: bool = Fals
     widget.update(content, layout=False)  # also clears its cached dimensions
     container = widget.parent.size if isinstance(widget.parent, Widget) else widget.app.size
     viewport = widget.app.size
-    grown = widget.get_content_height(container, viewport, width) != height
-    if check_width and not grown:
-        grown = widget.get_content_width(container, viewport) > width
-    if grown:
+    needed = widget.get_content_height(container, viewport, width)
+    if needed > height:
+        widget.styles.height = needed + RESERVE_LINES + widget.styles.gutter.height  # a layout pass
+    elif check_width and widget.get_content_width(container, viewport) > width:
         widget.refresh(layout=True)
+
+
+def release(block: MarkdownBlock) -> None:
+    """A block done growing: its height is its text's again (what the style sheet says)."""
+    target = block
+    if isinstance(block, MarkdownFence):
+        try:
+            target = block.query_one("#code-content", Label)
+        except NoMatches:
+            return
+    if target.styles.inline.has_rule("height"):
+        target.styles.height = None
 
 
 class StreamedParagraph(MarkdownParagraph):
@@ -64,3 +86,18 @@ class StreamingMarkdown(Markdown):
         "fence": StreamedFence,
         "code_block": StreamedFence,
     }
+
+    def append(self, markdown: str) -> AwaitComplete:
+        appended = super().append(markdown)
+
+        async def then() -> None:
+            await appended
+            for block in list(self.query_children(MarkdownBlock))[:-1]:
+                release(block)  # only the last block is still being written
+
+        return AwaitComplete(then())
+
+    def finish(self) -> None:
+        """The reply is complete: every block is as high as its text."""
+        for block in self.query_children(MarkdownBlock):
+            release(block)
