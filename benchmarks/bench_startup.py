@@ -16,6 +16,9 @@ alike: ``python -c "import textual"`` for the commands and a minimal Textual app
 its ratio to the baseline, and the process's peak RSS (``os.wait4``). Goals: ``--help``
 within 1.5x ``import textual``, the app's first frame within 2x the minimal app's.
 
+The bytecode of the hermes_tui the cases import is written first, as an install writes
+it (``[tool.uv] compile-bytecode``); without it every figure is a few times higher.
+
 Cases: ``--help``; ``sessions list`` over a store of three sessions (one of 2,000
 messages); the app on a new, empty session; the app resuming the 2,000-message session
 (the bundled demo session's messages repeated, tool call ids made unique per copy).
@@ -58,6 +61,8 @@ def _headless(self, **kwargs):
 
 App._display, App.run = _first_frame, _headless
 """
+
+COMPILE = "import compileall, os, hermes_tui; compileall.compile_dir(os.path.dirname(hermes_tui.__file__), quiet=1)"
 
 MINIMAL_APP = """
 from textual.app import App, ComposeResult
@@ -166,6 +171,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         home = Path(tmp)
+        # Bytecode for hermes_tui as an install has it ([tool.uv] compile-bytecode): an
+        # editable checkout (or PYTHONDONTWRITEBYTECODE) would compile every module each start.
+        subprocess.run([sys.executable, "-c", COMPILE], check=True, cwd=home)
         # In a process of its own: Linux keeps a process's peak RSS across exec, so a child
         # forked from a parent holding the store and 2,000 messages would start at its size.
         long_id = subprocess.run([sys.executable, __file__, "--make-home", str(home)], check=True,

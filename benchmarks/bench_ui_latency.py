@@ -470,6 +470,11 @@ async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer)
             typist.start()
             while typist.is_alive():
                 await asyncio.sleep(0.05)
+            # Let the reply and the pass in flight finish: their workers write to the store,
+            # which closes when this block ends.
+            settle_by = time.monotonic() + 60
+            while screen.busy and time.monotonic() < settle_by:
+                await asyncio.sleep(0.05)
             end = screen.session.usage()
             app.exit()
         if typist.error is not None:
