@@ -72,6 +72,7 @@ async def shoot(home: Path, session_id: str, out: Path) -> list[Path]:
     from hermes_tui.store import Store
     from hermes_tui.tui.app import HermesApp
     from hermes_tui.tui.screens.chat import ChatScreen
+    from hermes_tui.tui.widgets.composer import Composer
     from hermes_tui.tui.widgets.message_views import MarkerMessage
     from hermes_tui.tui.widgets.messages import MessageList
 
@@ -83,22 +84,35 @@ async def shoot(home: Path, session_id: str, out: Path) -> list[Path]:
             while not isinstance(app.screen, ChatScreen):
                 await pilot.pause(0.05)
             chat = app.screen
-            await pilot.pause(0.3)
+            chat.query_one(Composer).cursor_blink = False  # the same frame every run: cursor shown
+            await settled(app, pilot)
             # The marker (the rolling summary) follows the task at the top of the session.
             chat.query_one(MessageList).scroll_to_widget(chat.query_one(MarkerMessage), animate=False, top=True)
-            await pilot.pause(0.3)
+            await settled(app, pilot)
             written.append(save(app, out, "chat"))
             for name in SCREENS[1:]:
                 if name == "sessions":
                     app.show_sessions()
                 else:
                     app.open_tool_screen(name)
-                await pilot.pause(0.5)
+                await settled(app, pilot)
                 written.append(save(app, out, name))
                 app.pop_screen()
                 await pilot.pause(0.1)
             app.exit()
     return written
+
+
+async def settled(app, pilot, *, step: float = 0.2, tries: int = 50) -> None:
+    """Wait until two frames in a row are the same (a loaded machine draws a screen in steps:
+    its footer's keys, for one, come after its first frame)."""
+    last = None
+    for _ in range(tries):
+        await pilot.pause(step)
+        frame = app.export_screenshot()
+        if frame == last:
+            return
+        last = frame
 
 
 def save(app, out: Path, name: str) -> Path:

@@ -23,7 +23,8 @@ SHOWS = {
 
 def test_the_script_writes_an_svg_of_each_main_screen(tmp_path, hermes_home):
     out = tmp_path / "shots"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # Its throwaway home is a fixed folder under the temp dir: this test's own temp dir.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], env=env, cwd=tmp_path,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
