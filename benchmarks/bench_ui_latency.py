@@ -1,7 +1,12 @@
 """Typing latency while a compaction pass runs: does the input stay live?
 
     uv run python benchmarks/bench_ui_latency.py [--keys 200] [--pass-seconds 2] [--interval 0.05]
-        [--limit-ms 50] [--chat endpoint|tiny] [--session both|demo|small] [--explain-slow MS] [--json]
+        [--limit-ms 50] [--chat endpoint|tiny] [--session both|demo|small|long] [--explain-slow MS] [--json]
+        [--during pass|reply] [--contention]
+
+``--during reply --contention``: the keys that land while replies stream (400 words each),
+with one CPU-bound process running beside the app, on the demo session and a 2,000-message
+one (``--session both`` then means those two); see ``ui_latency_replies``.
 
 The spec: passes run in the background, so the user keeps typing while one runs. This
 measures it on the real app: the time from a keypress to its character being in the
@@ -60,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import faulthandler
 import json
 import os
@@ -75,6 +81,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import ui_latency_replies as replies  # noqa: E402 - next to this file, after the path is set
 
 BATCH = 20             # letters between Enters
 REPLY_TOKENS = 8
@@ -125,6 +133,12 @@ class SlowSummarizerServer:
 
                 base = {"id": "chat", "object": "chat.completion.chunk", "created": int(time.time()),
                         "model": CHAT_MODEL}
+                try:
+                    self._stream_words(base, tokens, event)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the app went away mid-reply (the run ended)
+
+            def _stream_words(self, base: dict, tokens: int, event) -> None:
                 for i in range(tokens):
                     time.sleep(0.005)
                     event({**base, "choices": [{"index": 0, "delta": {"content": f"word{i} "},
@@ -414,6 +428,8 @@ async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer)
 
     if args.session == "demo":
         messages, window = demo_session(), DEMO_CONTEXT_LENGTH
+    elif args.session == "long":
+        messages, window = replies.long_session(), replies.LONG_CONTEXT_LENGTH
     else:
         messages, window = agent_session(), SMALL_CONTEXT_LENGTH
     chat = ({"model.provider": "mlx", "model.model": str(tiny_fp32)} if args.chat == "tiny" else
@@ -437,7 +453,8 @@ async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer)
         }
         assert start["tokens"] < 0.7 * start["threshold_tokens"], start  # no batch compaction
 
-        app = HermesApp(config, store, session_id=session.info.id, reply_tokens=REPLY_TOKENS)
+        reply_tokens = replies.REPLY_WORDS if args.during == "reply" else REPLY_TOKENS
+        app = HermesApp(config, store, session_id=session.info.id, reply_tokens=reply_tokens)
         async with app.run_test(size=(120, 40)) as pilot:
             while not isinstance(app.screen, ChatScreen):
                 await pilot.pause(0.05)
@@ -447,10 +464,16 @@ async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer)
             await pilot.pause()
             recorder = Recorder()
             recorder.install(app, composer)
-            typist = Typist(app, screen, server, recorder, keys=args.keys, interval=args.interval,
-                            deadline_s=args.timeout, explain_ms=args.explain_slow)
+            kind = replies.reply_typist(Typist) if args.during == "reply" else Typist
+            typist = kind(app, screen, server, recorder, keys=args.keys, interval=args.interval,
+                          deadline_s=args.timeout, explain_ms=args.explain_slow)
             typist.start()
             while typist.is_alive():
+                await asyncio.sleep(0.05)
+            # Let the reply and the pass in flight finish: their workers write to the store,
+            # which closes when this block ends.
+            settle_by = time.monotonic() + 60
+            while screen.busy and time.monotonic() < settle_by:
                 await asyncio.sleep(0.05)
             end = screen.session.usage()
             app.exit()
@@ -461,7 +484,8 @@ async def drive(args, home: Path, tiny_fp32: Path, server: SlowSummarizerServer)
         return typist, info
 
 
-SESSION_NAMES = {"small": "small (synthetic)", "demo": "demo (bundled agent run)"}
+SESSION_NAMES = {"small": "small (synthetic)", "demo": "demo (bundled agent run)",
+                 "long": f"long ({replies.LONG_MESSAGES:,} messages)"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -473,13 +497,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     parser.add_argument("--chat", choices=["endpoint", "tiny"], default="endpoint",
                         help="the chat model: a fast streaming endpoint (default) or the tiny model in-process (MLX)")
-    parser.add_argument("--session", choices=["both", "demo", "small"],
+    parser.add_argument("--session", choices=["both", "demo", "small", "long"],
                         help="the history: the bundled real agent session (182 messages) in a 128K window, a small "
                              "synthetic one in the tiny model's 2,048-token window, or both, one after the other "
                              "(the default; --chat tiny: small only)")
     parser.add_argument("--explain-slow", type=float, metavar="MS",
                         help="dump every thread's stack (to stderr) when a keypress takes longer than MS")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--during", choices=["pass", "reply"], default="pass",
+                        help="measure the keys that land while a pass runs (default) or while a reply streams")
+    parser.add_argument("--contention", action="store_true",
+                        help="run one CPU-bound process beside the app (a busy machine)")
     args = parser.parse_args(argv)
     if args.session is None:
         args.session = "small" if args.chat == "tiny" else "both"
@@ -501,11 +529,13 @@ def run_both(args) -> int:
     import subprocess
 
     results = {}
-    for session in ("small", "demo"):
+    for session in ("demo", "long") if args.during == "reply" else ("small", "demo"):
         command = [sys.executable, str(Path(__file__).resolve()), "--session", session, "--json",
                    "--keys", str(args.keys), "--pass-seconds", str(args.pass_seconds),
                    "--interval", str(args.interval), "--limit-ms", str(args.limit_ms),
-                   "--timeout", str(args.timeout), "--chat", args.chat]
+                   "--timeout", str(args.timeout), "--chat", args.chat, "--during", args.during]
+        if args.contention:
+            command.append("--contention")
         if args.explain_slow is not None:
             command += ["--explain-slow", str(args.explain_slow)]
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
@@ -522,7 +552,9 @@ def run_both(args) -> int:
     if args.json:
         print(json.dumps({"sessions": results, "limit_ms": args.limit_ms, "pass": ok}, indent=1))
         return 0 if ok else 1
-    print(f"Keypress -> character in the composer, during a pass (p99 limit {args.limit_ms:g} ms):")
+    during = "while a reply streams" if args.during == "reply" else "during a pass"
+    busy = ", one CPU-bound process beside it" if args.contention else ""
+    print(f"Keypress -> character in the composer, {during}{busy} (p99 limit {args.limit_ms:g} ms):")
     print(f"  {'session':<26} {'messages':>8} {'keys':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
           f"{'p99/limit':>9}  verdict")
     for session, r in results.items():
@@ -561,27 +593,36 @@ def run(args) -> dict:
         from hermes_tui.logs import setup_logging
 
         setup_logging()
-        with SlowSummarizerServer(args.pass_seconds) as server:
+        with SlowSummarizerServer(args.pass_seconds) as server, (
+                replies.CpuBurner() if args.contention else contextlib.nullcontext()):
             started = time.perf_counter()
             typist, info = asyncio.run(drive(args, home, tiny["fp32"], server))
             elapsed = time.perf_counter() - started
             calls = server.started
         info["pass_outcomes"] = pass_outcomes(paths.log_path())
 
-    during = [s for s in typist.samples if s.in_pass]
-    outside = [s for s in typist.samples if not s.in_pass]
+    if args.during == "reply":  # the keys pressed while a reply streamed
+        during = [s for s in typist.samples if s.replying]
+        outside = [s for s in typist.samples if not s.replying]
+    else:
+        during = [s for s in typist.samples if s.in_pass]
+        outside = [s for s in typist.samples if not s.in_pass]
     headline = stats([s.to_text_ms for s in during])
     result = {
         "keypresses_during_pass": len(during),
         "keypresses_outside_pass": len(outside),
         "to_text": headline,
         "to_frame": stats([s.to_frame_ms for s in during if s.to_frame_ms is not None]),
-        "during_pass_and_reply": stats([s.to_text_ms for s in during if s.replying]),
-        "during_pass_no_reply": stats([s.to_text_ms for s in during if not s.replying]),
+        # Split by the other activity: a reply streaming (during a pass), a pass running (during a reply).
+        "during_pass_and_reply": stats([s.to_text_ms for s in during if s.replying and s.in_pass]),
+        "during_pass_no_reply": stats([s.to_text_ms for s in during
+                                       if (not s.replying if args.during == "pass" else not s.in_pass)]),
         "outside_pass": stats([s.to_text_ms for s in outside]),
         "summarizer_calls": calls,
         "chat": args.chat,
         "session_kind": args.session,
+        "during": args.during,
+        "contention": args.contention,
         "pass_seconds": args.pass_seconds,
         "interval_s": args.interval,
         "limit_ms": args.limit_ms,
@@ -604,20 +645,23 @@ def print_result(result: dict) -> None:
     info, headline = result["session"], result["to_text"]
     chat = "a streaming endpoint" if result["chat"] == "endpoint" else "the tiny model in-process (MLX)"
     mix = ", ".join(f"{name} {count}" for name, count in sorted(info["pass_outcomes"].items())) or "none"
-    print(f"Keypress -> character in the composer while a pass runs (slow summarizer: "
-          f"{result['pass_seconds']:g} s per call over loopback HTTP; chat: {chat})")
+    reply = result.get("during") == "reply"
+    what = "a reply" if reply else "a pass"
+    busy = "; one CPU-bound process beside it" if result.get("contention") else ""
+    print(f"Keypress -> character in the composer while {'a reply streams' if reply else 'a pass runs'} "
+          f"(slow summarizer: {result['pass_seconds']:g} s per call over loopback HTTP; chat: {chat}{busy})")
     print(f"session {SESSION_NAMES[result['session_kind']]}: {info['messages']} messages, {info['tokens']:,} tokens "
           f"(threshold {info['threshold_tokens']:,}); {result['summarizer_calls']} summarizer calls; "
           f"passes landed: {mix}; {info['messages_sent']} messages sent while typing; {result['elapsed_s']:.1f} s")
-    print(line("during a pass (to text)", headline))
-    print(line("during a pass (to frame)", result["to_frame"]))
-    print(line("  while a reply streamed", result["during_pass_and_reply"]))
-    print(line("  with no reply streaming", result["during_pass_no_reply"]))
-    print(line("outside a pass (to text)", result["outside_pass"]))
+    print(line(f"during {what} (to text)", headline))
+    print(line(f"during {what} (to frame)", result["to_frame"]))
+    print(line("  with a pass and a reply", result["during_pass_and_reply"]))
+    print(line("  with no pass running" if reply else "  with no reply streaming", result["during_pass_no_reply"]))
+    print(line(f"outside {what} (to text)", result["outside_pass"]))
     ok, limit = result["pass"], result["limit_ms"]
     print(f"{'PASS' if ok else 'FAIL'}: p99 {headline.get('p99_ms', float('nan')):.2f} ms "
           f"{'<' if ok else '>='} {limit:g} ms ({result['p99_ratio_to_limit']:.2f}x the limit) "
-          f"over {result['keypresses_during_pass']} keypresses during a pass")
+          f"over {result['keypresses_during_pass']} keypresses during {what}")
 
 
 if __name__ == "__main__":

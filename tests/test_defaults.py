@@ -18,7 +18,7 @@ from hermes_tui.analysis import evaluate as analysis_evaluate
 from hermes_tui.analysis.bench_results import SAMPLE_SESSION
 from hermes_tui.chat.unavailable import UnavailableChat
 from hermes_tui.cli import bench as cli_bench
-from hermes_tui.cli import replay as cli_replay
+from hermes_tui.cli import compact as cli_replay
 from hermes_tui.cli import root
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.window import ContextWindow

@@ -68,9 +68,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
+if TYPE_CHECKING:  # imported by the first call (providers.openai_http.SdkClient): it is slow to import
+    import openai
 
 from ..providers.openai_errors import (
     Endpoint,
@@ -84,7 +85,7 @@ from ..providers.openai_errors import (
     status_failure,
 )
 from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED
-from ..providers.openai_http import CallLimits, http_client
+from ..providers.openai_http import CallLimits, SdkClient
 from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
@@ -207,13 +208,7 @@ class OpenAIChatClient(ChatClient):
         self.timeout = float(timeout)
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=self.timeout,
-            max_retries=0,
-            http_client=http_client(),
-        )
+        self._sdk = SdkClient(self.base_url, api_key or PLACEHOLDER_API_KEY, self.timeout)
         self._endpoint = Endpoint(
             what="model endpoint",
             base_url=self.base_url,
@@ -269,15 +264,20 @@ class OpenAIChatClient(ChatClient):
 
     def _send(self, params: dict[str, Any], limits: CallLimits):
         """Send the request; return the HTTP response (headers read, body unread)."""
+        client = self._sdk.get()  # the SDK is imported by then: the except clause names it
+        import openai
+
         try:
             with limits.applied():
-                return post_chat_completions(self._client, params, stream=True)
+                return post_chat_completions(client, params, stream=True)
         except openai.OpenAIError as exc:
             if limits.stopped == LIMITS_CANCELLED:
                 raise self._cancelled(0) from exc
             raise self._send_failure(exc, with_tools="tools" in params) from exc
 
     def _send_failure(self, exc: openai.OpenAIError, *, with_tools: bool = False) -> ChatError:
+        import openai
+
         if isinstance(exc, openai.APIStatusError):
             kind, message = status_failure(self._endpoint, exc)
             if with_tools and _refuses_tools(exc):
@@ -550,6 +550,8 @@ def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 5
 
     Raises ``ChatError`` with the same kinds and one-line messages as a reply.
     """
+    import openai
+
     base_url = base_url.rstrip("/")
     endpoint = Endpoint(what="model endpoint", base_url=base_url, model="", config="model",
                         base_url_key="model.base_url")

@@ -14,12 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_tui.analysis.bench_results import (
-    DEFAULT_PASSES,  # light: analysis.bench loads the backends
-)
-
 if TYPE_CHECKING:
     from hermes_tui.analysis.bench_results import BenchConfig, BenchProgress, BenchRun
+
+DEFAULT_PASSES = 5  # analysis.bench_results.DEFAULT_PASSES, not imported here; a test keeps the two equal
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,19 +1,29 @@
-"""What the command-line front ends share: the one-line user error, and the config with the
-command's flags applied on top."""
+"""What the commands share: the one-line user error, the config with command-line flags on top,
+the choices of the parsers. Light: ``--help`` imports it."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
+if TYPE_CHECKING:
+    from hermes_tui.config import Config
+
+# Choices the parsers offer, named here so that building them imports no compaction code
+# (tests keep them equal to analysis.replay.TURN_MODES and compaction.micro.MODES).
+TURN_MODES = ("user", "step")
+MICRO_MODES = ("merge", "append")
+FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without pydantic
 
 
 class UserError(Exception):
     """A problem the user can fix; printed as one line."""
 
 
-def _config(args: argparse.Namespace, overrides: dict | None = None) -> Config:
+def config_from(args: argparse.Namespace, overrides: dict | None = None) -> Config:
     """The config file (a named one must exist), with command-line flags applied on top."""
+    from hermes_tui.config import ConfigError, apply_overrides, load_config
+
     if args.config is not None and not args.config.is_file():
         raise UserError(f"--config {args.config}: no such file")
     config = load_config(args.config)

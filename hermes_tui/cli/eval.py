@@ -11,9 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from hermes_tui.analysis.replay import TURN_MODES
-from hermes_tui.compaction.micro import MODES
-from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
+from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, TURN_MODES
 
 
 def add_eval_parser(subparsers) -> None:
@@ -27,7 +25,7 @@ def add_eval_parser(subparsers) -> None:
     p.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"], help="compression provider")
     p.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
-    p.add_argument("--mode", choices=MODES, help="micro-compaction mode (default: compression.micro_compact_mode)")
+    p.add_argument("--mode", choices=MICRO_MODES, help="micro-compaction mode (default: compression.micro_compact_mode)")
     p.add_argument("--fact-guard", action=argparse.BooleanOptionalAction, default=None,
                    help="keep dropped facts in a Facts section (default: compression.fact_guard)")
     p.add_argument("--turns", choices=TURN_MODES, default="step",

@@ -12,8 +12,6 @@ import json
 import sys
 from typing import Any
 
-from hermes_tui.config import load_config
-
 # The manager finishes a start within the server's timeout; this only covers a stuck stop.
 WAIT_MARGIN_S = 10.0
 
@@ -35,6 +33,8 @@ def _servers(args: argparse.Namespace) -> dict | None:
     if path is not None and not path.is_file():
         _fail(f"--config {path}: no such file")
         return None
+    from hermes_tui.config import load_config
+
     return load_config(path).mcp_servers
 
 

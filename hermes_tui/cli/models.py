@@ -16,13 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_tui import hub
-from hermes_tui.hub.import_common import ModelImportError
-from hermes_tui.hub.model_import import import_model
-from hermes_tui.hub.units import format_bytes, format_duration
-from hermes_tui.providers.mlx_runtime import ModelUnavailable
+if TYPE_CHECKING:  # imported where used: building the parser loads no hub or model code
+    from hermes_tui import hub
+
+ROLES = ("compression", "chat")  # hub.ROLES; a test keeps the two equal
 
 PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 BAR_WIDTH = 24
@@ -48,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     use = actions.add_parser("use", help="make a model the compression or the chat model (writes config.yaml)")
     use.add_argument("name", help="repo id, imported folder name, or a model folder path")
-    use.add_argument("--role", choices=hub.ROLES, required=True)
+    use.add_argument("--role", choices=ROLES, required=True)
     use.set_defaults(run=_one_line_errors(run_use))
 
     add_import_parser(actions)
@@ -58,6 +57,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _one_line_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
+        from hermes_tui import hub
+        from hermes_tui.providers.mlx_runtime import ModelUnavailable
+
         try:
             return run(args)
         except (hub.HubError, ModelUnavailable) as exc:
@@ -68,6 +70,8 @@ def _one_line_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argp
 
 
 def _config_path(args: argparse.Namespace) -> Path | None:
+    from hermes_tui import hub
+
     path = getattr(args, "config", None)
     if path is not None and not Path(path).is_file():
         raise hub.HubError(f"--config {path}: no such file")
@@ -75,6 +79,8 @@ def _config_path(args: argparse.Namespace) -> Path | None:
 
 
 def progress_line(p: hub.DownloadProgress) -> str:
+    from hermes_tui.hub.units import format_bytes, format_duration
+
     """``37% 312.4 MB / 869.0 MB  12.3 MB/s  0:45 left``."""
     speed = f"{format_bytes(p.speed_bps)}/s" if p.speed_bps else "-- MB/s"
     left = "done" if p.finished else f"{format_duration(p.eta_s)} left"
@@ -105,6 +111,8 @@ class ProgressPrinter:
         now = time.monotonic()
         if p.finished or now - self._last_line >= PLAIN_PROGRESS_EVERY_S:
             self._last_line = now
+            from hermes_tui.hub.units import format_bytes
+
             resumed = f" (resumed at {format_bytes(p.resumed_bytes)})" if p.resumed_bytes and not p.finished else ""
             self.stream.write(f"{p.repo_id}: {progress_line(p)}{resumed}\n")
             self.stream.flush()
@@ -120,6 +128,9 @@ class ProgressPrinter:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from hermes_tui import hub
+    from hermes_tui.hub.units import format_bytes
+
     catalog = hub.load_catalog()
     local = hub.local_models(_config_path(args))
     downloaded = {m.name for m in local if m.source == "hf-cache" and m.complete}
@@ -159,6 +170,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_pull(args: argparse.Namespace) -> int:
+    from hermes_tui import hub
+
     printer = ProgressPrinter(sys.stderr)
     cancel = threading.Event()
     outcome: dict[str, Any] = {}
@@ -198,6 +211,9 @@ def run_pull(args: argparse.Namespace) -> int:
 
 
 def run_rm(args: argparse.Namespace) -> int:
+    from hermes_tui import hub
+    from hermes_tui.hub.units import format_bytes
+
     model = hub.find_local_model(args.name, _config_path(args))
     what = f"{model.name} ({format_bytes(model.size_bytes)}, {model.root})"
     if not args.yes:
@@ -220,6 +236,8 @@ def run_rm(args: argparse.Namespace) -> int:
 
 
 def run_use(args: argparse.Namespace) -> int:
+    from hermes_tui import hub
+
     result = hub.use_model(args.name, args.role, _config_path(args))
     key = "model" if args.role == "chat" else "auxiliary.compression"
     changed = f" (provider was changed to {result.provider})" if result.provider_changed else ""
@@ -235,6 +253,8 @@ def run_use(args: argparse.Namespace) -> int:
 
 
 def _catalog_quietly() -> list[hub.CatalogModel]:
+    from hermes_tui import hub
+
     try:
         return hub.load_catalog()
     except hub.CatalogError:
@@ -262,6 +282,9 @@ def add_import_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from hermes_tui.hub.import_common import ModelImportError
+    from hermes_tui.hub.model_import import import_model
+
     progress = _TerminalProgress(sys.stderr) if sys.stderr.isatty() else None
     try:
         dest = import_model(args.path, args.name, progress=progress)

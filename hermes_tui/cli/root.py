@@ -1,36 +1,52 @@
 """Command line: ``hermes-tui`` (the app; ``--resume [ID]``, ``open TRANSCRIPT``) | run | demo | compact | report.
 
-The subcommands with modules of their own: ``compact`` and ``demo`` (cli.replay), ``sessions``,
-``bench``, ``eval``, ``models``, ``mcp``.
-
 Every user error (a bad transcript, config or endpoint) ends in one line naming
 the file or key and the problem, and a non-zero exit; never a traceback.
+
+Building the parser imports nothing heavy: each command's module (and the model, store and
+config libraries it needs) is imported when that command runs, so ``--help`` and light
+commands start as fast as Python does.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hermes_tui import __version__, paths
+from hermes_tui import __version__
 from hermes_tui.analysis import report as report_cli
 from hermes_tui.cli.bench import add_bench_parser
-from hermes_tui.cli.common import UserError, _config
+from hermes_tui.cli.common import MICRO_MODES, TURN_MODES
 from hermes_tui.cli.eval import add_eval_parser
 from hermes_tui.cli.mcp import add_parser as add_mcp_parser
 from hermes_tui.cli.models import add_parser as add_models_parser
-from hermes_tui.cli.replay import add_replay_parsers
-from hermes_tui.cli.sessions import add_sessions_parser
-from hermes_tui.config import ConfigError
-from hermes_tui.hermes_sessions import read_transcript_file
-from hermes_tui.logs import LogFileError, setup_logging
-from hermes_tui.providers.select import ProviderError
-from hermes_tui.store import Store, StoreError
-from hermes_tui.store.hermes import HermesImportError
-from hermes_tui.transcript import TranscriptError
+
+
+def command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    """The function that runs a command, from ``hermes_tui.cli.<module>``, imported when it runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(f"hermes_tui.cli.{module}"), function)(args)
+
+    return run
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that are the user's to fix. Imported only once one is raised (an
+    ``except`` clause is evaluated then), so a command does not load what it never uses."""
+    from hermes_tui.cli.common import UserError
+    from hermes_tui.config import ConfigError
+    from hermes_tui.logs import LogFileError
+    from hermes_tui.providers.select import ProviderError
+    from hermes_tui.store import StoreError
+    from hermes_tui.store.hermes import HermesImportError
+    from hermes_tui.transcript import TranscriptError
+
+    return (UserError, ConfigError, ProviderError, TranscriptError, StoreError, LogFileError, HermesImportError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,9 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (UserError, ConfigError, ProviderError, TranscriptError, StoreError, LogFileError, HermesImportError) as exc:
-        print(f"hermes-tui: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("hermes-tui: interrupted", file=sys.stderr)
         return 130
@@ -48,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except user_errors() as exc:
+        print(f"hermes-tui: {exc}", file=sys.stderr)
+        return 2
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -62,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--workspace", metavar="DIR",
                         help="the folder the chat's tools act in (default: agent.workspace, else here)")
-    parser.set_defaults(run=run_app)
+    parser.set_defaults(run=command("app", "run_app"))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     open_ = sub.add_parser("open", help="import a transcript as a new session and open it in the app")
@@ -70,7 +87,34 @@ def build_parser() -> argparse.ArgumentParser:
         "transcript", type=Path,
         help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
     )
-    open_.set_defaults(run=run_app)
+    open_.set_defaults(run=command("app", "run_app"))
+
+    demo = sub.add_parser("demo", help="replay a bundled agent session and watch it compact")
+    demo.set_defaults(run=command("compact", "run_demo"))
+
+    compact = sub.add_parser("compact", help="replay a transcript through compaction, turn by turn")
+    compact.add_argument(
+        "transcript", type=Path,
+        help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
+    )
+    compact.add_argument("--out", type=Path, help="write the compacted transcript here (default: stdout)")
+    compact.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"])
+    compact.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
+    compact.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
+    compact.add_argument("--context-limit", type=int, metavar="TOKENS", help="the main model's context window")
+    compact.add_argument("--threshold", type=float, metavar="F", help="compress at this share of the window")
+    compact.add_argument("--target-ratio", type=float, metavar="F", help="share of the threshold kept as tail")
+    compact.add_argument("--protect-first-n", type=int, metavar="N", help="opening messages never compacted")
+    compact.add_argument("--mode", choices=MICRO_MODES, help="micro-compaction mode (compression.micro_compact_mode)")
+    compact.add_argument(
+        "--turns", choices=TURN_MODES, default="user",
+        help="finalize after each user turn (default) or after every agent step",
+    )
+    compact.add_argument("--session", metavar="NAME", help="title of the stored session (default: the file name and the time)")
+    compact.add_argument(
+        "--resume", metavar="ID", help="continue an interrupted replay of this transcript in stored session ID"
+    )
+    compact.set_defaults(run=command("compact", "run_compact"))
 
     run = sub.add_parser(
         "run", help="one agent turn without the UI: tool activity on stderr, the answer on stdout",
@@ -84,7 +128,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="approval mode for this run (default: agent.approval; what would ask is denied)",
     )
     run.add_argument("--resume", metavar="ID", help="carry on stored session ID")
-    run.set_defaults(run=run_headless_turn)
+    run.set_defaults(run=command("app", "run_headless_turn"))
+
+    sessions = sub.add_parser("sessions", help="list, show, export, search and delete stored sessions")
+    ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    listing = ssub.add_parser("list", help="stored sessions, newest first")
+    listing.add_argument("--json", action="store_true", help="machine-readable: id, kind (chat or replay), title, created, message count")
+    listing.set_defaults(run=command("sessions", "run_sessions_list"))
+    show = ssub.add_parser("show", help="a session's active transcript, readable")
+    show.add_argument("id", help="session id (a unique prefix is enough)")
+    show.set_defaults(run=command("sessions", "run_sessions_show"))
+    export = ssub.add_parser("export", help="a session as OpenAI JSON, Markdown or a Hermes Agent snapshot, to stdout")
+    export.add_argument("id")
+    export.add_argument(
+        "--format", choices=["json", "md", "hermes"], default="json",
+        help="hermes: a Hermes Agent JSON session snapshot whose summaries Hermes recognises",
+    )
+    export.add_argument("--all", action="store_true", help="include the archived originals, in order")
+    export.set_defaults(run=command("sessions", "run_sessions_export"))
+    importing = ssub.add_parser(
+        "import", help="copy Hermes Agent sessions in as new sessions (read-only on its files)",
+        description="Without SESSION or --all, lists the Hermes sessions there are and imports none.",
+    )
+    importing.add_argument("--from", dest="source", choices=["hermes"], required=True, help="the program to import from")
+    importing.add_argument("--home", type=Path, metavar="DIR", help="Hermes Agent's home (default: HERMES_HOME, else ~/.hermes)")
+    importing.add_argument("--all", action="store_true", help="import every conversation (a compression chain once)")
+    importing.add_argument("session", nargs="*", metavar="SESSION", help="Hermes session ids to import")
+    importing.set_defaults(run=command("sessions", "run_sessions_import"))
+    search = ssub.add_parser("search", help="full-text search over every session, archived messages included")
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=20)
+    search.set_defaults(run=command("sessions", "run_sessions_search"))
+    remove = ssub.add_parser("rm", help="delete a session and all its messages")
+    remove.add_argument("id")
+    remove.set_defaults(run=command("sessions", "run_sessions_rm"))
 
     report = sub.add_parser(
         "report", help="summarize compaction telemetry from logs", description=report_cli.DESCRIPTION
@@ -92,84 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_arguments(report)
     report.set_defaults(run=report_cli.run)
 
-    add_replay_parsers(sub)
-    add_sessions_parser(sub)
     add_bench_parser(sub)
     add_eval_parser(sub)
     add_models_parser(sub)
     add_mcp_parser(sub)
     return parser
-
-
-# --- the app -------------------------------------------------------------------------
-
-
-def run_app(args: argparse.Namespace) -> int:
-    """The chat app: a new session, a resumed one (``--resume [ID]``) or an imported transcript
-    (``open``). What can be checked before the screen takes over is, with a one-line error."""
-    config = _config(args)
-    transcript = getattr(args, "transcript", None)
-    if transcript is not None:
-        read_transcript_file(transcript)  # a bad file: one line and exit 2, before the app starts
-    workspace = Path(args.workspace).expanduser() if args.workspace else None
-    if workspace is not None and not workspace.is_dir():
-        raise UserError(f"--workspace {args.workspace}: not a directory")
-    setup_logging()
-    store = Store(paths.state_db_path())
-    try:
-        session_id = None
-        if args.resume is not None:
-            session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
-            store.check_not_open_elsewhere(session_id)  # one line and exit 2, before the screen takes over
-        from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
-        from hermes_tui.tui.app import HermesApp
-
-        import_mlx_on_main_thread()
-
-        app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config,
-                        workspace=workspace)
-        app.run()
-    finally:
-        store.close()
-    return app.return_code or 0
-
-
-def _latest_session(store: Store) -> str:
-    """The newest chat: a replay ``compact`` stored is opened only by its id."""
-    chats = store.list_sessions(kind="chat")
-    if not chats:
-        replays = len(store.list_sessions(kind="replay"))
-        also = f" ({replays} compact replays are stored: hermes-tui --resume ID opens one)" if replays else ""
-        raise UserError(f"no stored session to resume in {store.path}: run hermes-tui to start one{also}")
-    return chats[0].id
-
-
-# --- run -----------------------------------------------------------------------------
-
-
-def run_headless_turn(args: argparse.Namespace) -> int:
-    from hermes_tui.chat.client import ChatError
-    from hermes_tui.session.headless import failure_line, run_headless
-
-    config = _config(args)
-    if args.workspace is not None and not Path(args.workspace).expanduser().is_dir():
-        raise UserError(f"--workspace {args.workspace}: not a directory")
-    setup_logging()
-    with Store(paths.state_db_path()) as store:
-        try:
-            outcome = run_headless(config, store, args.prompt, workspace=args.workspace,
-                                   mode=args.approve, resume=args.resume)
-        except ChatError as exc:
-            raise UserError(str(exc)) from None
-        except ValueError as exc:  # the workspace: config agent.workspace is not a folder
-            raise UserError(f"agent.workspace: {exc}") from None
-    problem = failure_line(outcome, config.agent.max_steps)
-    if problem is None:
-        print(outcome.result.text)
-    else:
-        print(f"hermes-tui: {problem}", file=sys.stderr)
-        return 130 if outcome.result.outcome == "stopped" else 1
-    return 0
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -1,50 +1,13 @@
-"""``hermes-tui sessions``: list, show, export, import, search and delete stored sessions."""
+"""``hermes-tui sessions ...``: list, show, export, import, search and delete stored sessions."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from hermes_tui import paths
-from hermes_tui.cli.common import UserError, _config
+from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.store import Store
-
-
-def add_sessions_parser(sub) -> None:
-    sessions = sub.add_parser("sessions", help="list, show, export, search and delete stored sessions")
-    ssub = sessions.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
-    listing = ssub.add_parser("list", help="stored sessions, newest first")
-    listing.add_argument("--json", action="store_true", help="machine-readable: id, kind (chat or replay), title, created, message count")
-    listing.set_defaults(run=run_sessions_list)
-    show = ssub.add_parser("show", help="a session's active transcript, readable")
-    show.add_argument("id", help="session id (a unique prefix is enough)")
-    show.set_defaults(run=run_sessions_show)
-    export = ssub.add_parser("export", help="a session as OpenAI JSON, Markdown or a Hermes Agent snapshot, to stdout")
-    export.add_argument("id")
-    export.add_argument(
-        "--format", choices=["json", "md", "hermes"], default="json",
-        help="hermes: a Hermes Agent JSON session snapshot whose summaries Hermes recognises",
-    )
-    export.add_argument("--all", action="store_true", help="include the archived originals, in order")
-    export.set_defaults(run=run_sessions_export)
-    importing = ssub.add_parser(
-        "import", help="copy Hermes Agent sessions in as new sessions (read-only on its files)",
-        description="Without SESSION or --all, lists the Hermes sessions there are and imports none.",
-    )
-    importing.add_argument("--from", dest="source", choices=["hermes"], required=True, help="the program to import from")
-    importing.add_argument("--home", type=Path, metavar="DIR", help="Hermes Agent's home (default: HERMES_HOME, else ~/.hermes)")
-    importing.add_argument("--all", action="store_true", help="import every conversation (a compression chain once)")
-    importing.add_argument("session", nargs="*", metavar="SESSION", help="Hermes session ids to import")
-    importing.set_defaults(run=run_sessions_import)
-    search = ssub.add_parser("search", help="full-text search over every session, archived messages included")
-    search.add_argument("query")
-    search.add_argument("--limit", type=int, default=20)
-    search.set_defaults(run=run_sessions_search)
-    remove = ssub.add_parser("rm", help="delete a session and all its messages")
-    remove.add_argument("id")
-    remove.set_defaults(run=run_sessions_rm)
 
 
 def _store() -> Store:
@@ -52,6 +15,7 @@ def _store() -> Store:
 
 
 def run_sessions_list(args: argparse.Namespace) -> int:
+    import json
     from datetime import datetime
 
     with _store() as store:
@@ -122,7 +86,7 @@ def run_sessions_import(args: argparse.Namespace) -> int:
         return 0
     ids = [s.id for s in conversations(db)] if args.all else args.session
     sessions = read_all(db, ids)
-    config = _config(args)
+    config = config_from(args)
     with _store() as store:
         for session in sessions:
             print(store_session(store, session, config).line())
@@ -146,4 +110,3 @@ def run_sessions_rm(args: argparse.Namespace) -> int:
         store.delete_session(info.id)
     print(f"deleted session {info.id} ({info.title}, {info.message_count} messages)")
     return 0
-

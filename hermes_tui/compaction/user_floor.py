@@ -23,11 +23,14 @@ the tests", so the instruction check applies to the rest of the summary only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.tokens import TokenCounter, count_message
 from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, Message
+
+if TYPE_CHECKING:  # the store reads markers through this module: no config (pydantic) for that
+    from hermes_tui.compaction.window import ContextWindow
 
 # The default floor: this share of the compaction threshold (at 8K: ~980 tokens), at most
 # Codex's 20K. Small windows keep most of their room for the work itself.

@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
-
-try:  # the openai SDK's HTTP library: httpx2 from openai 3 on, httpx before
-    import httpx2 as _http
-except ImportError:  # pragma: no cover - an older openai
-    import httpx as _http
+if TYPE_CHECKING:  # the SDK takes seconds to import: the callers import it when they call
+    import openai
 
 from .failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
@@ -58,6 +54,11 @@ def post_chat_completions(client: openai.OpenAI, body: dict[str, Any], *, stream
     This is the SDK's documented way to send a request it does not type
     (``client.post(path, cast_to=Response, body=...)``).
     """
+    try:  # the openai SDK's HTTP library: httpx2 from openai 3 on, httpx before
+        import httpx2 as _http
+    except ImportError:  # pragma: no cover - an older openai
+        import httpx as _http
+
     return client.post("/chat/completions", cast_to=_http.Response, body=body, stream=stream)
 
 

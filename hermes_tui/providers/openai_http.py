@@ -32,8 +32,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import openai
-
 try:  # the HTTP library under the openai SDK: httpx2 (httpcore2) from openai 3 on
     import httpcore2 as _core
 except ImportError:  # pragma: no cover - an older openai
@@ -180,9 +178,34 @@ class _LimitedBackend(_core.NetworkBackend):
         self._inner.sleep(seconds)
 
 
+class SdkClient:
+    """An ``openai.OpenAI`` client on ``http_client()`` (the SDK's retries off), made by the
+    first ``get()``, once, whichever thread asks first.
+
+    The SDK is imported then, by the first call that needs it, on the thread that makes the
+    call: it takes seconds to import on a slow machine (most of it building its typed models),
+    which must not happen on the UI thread nor before the app's first frame.
+    """
+
+    def __init__(self, base_url: str, api_key: str, timeout: float):
+        self._settings = {"base_url": base_url, "api_key": api_key, "timeout": timeout}
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.OpenAI(**self._settings, max_retries=0, http_client=http_client())
+            return self._client
+
+
 def http_client() -> Any:
     """The SDK's default HTTP client (its limits, redirects, proxies from the environment),
     its connections opened through ``_LimitedBackend``."""
+    import openai
+
     client = openai.DefaultHttpxClient()
     # httpx takes no network backend: it is set on each connection pool, the direct one
     # and the proxies' (private attributes, stable across httpx and httpx2 releases).

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-import sqlite_utils
-
 from hermes_tui import paths
 from hermes_tui.store.ownership import APPLICATION_ID, FOREIGN, Ownership, inspect
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
@@ -39,7 +37,7 @@ class StoreError(Exception):
     """A store problem, as one line naming the database and what to do."""
 
 
-def open_database(path: Path) -> sqlite_utils.Database:
+def open_database(path: Path) -> sqlite3.Connection:
     """Open (creating with mode 0600 if missing) and migrate the database at ``path``.
 
     Refuses, before writing anything to it, a database that is damaged, too new or
@@ -71,7 +69,7 @@ def open_database(path: Path) -> sqlite_utils.Database:
             raise
     with _open_here_lock:
         _open_here[key] = _open_here.get(key, 0) + 1
-    return sqlite_utils.Database(conn)
+    return conn
 
 
 def close_database(path: Path, conn: sqlite3.Connection) -> None:

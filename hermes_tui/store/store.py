@@ -60,8 +60,7 @@ class SearchHit:
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.db = open_database(self.path)
-        self.conn = self.db.conn
+        self.conn = open_database(self.path)
         self._next_position: dict[str, int] = {}
         self._leases: dict[str, _Held] = {}
         self._closed = False

@@ -20,9 +20,10 @@ object, so a proxy's error page or a wrong URL would otherwise surface as an
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
+if TYPE_CHECKING:  # imported by the first call (providers.openai_http.SdkClient): it is slow to import
+    import openai
 
 from ..compaction.summarizer import Completion, SummarizerError
 from ..providers.failures import MALFORMED, TIMEOUT
@@ -41,7 +42,7 @@ from ..providers.openai_errors import (
 from ..providers.openai_errors import (
     snippet as _snippet,
 )
-from ..providers.openai_http import TIMED_OUT, CallLimits, http_client
+from ..providers.openai_http import TIMED_OUT, CallLimits, SdkClient
 from ..untrusted import NOT_JSON, InputError, load_json, model_text
 
 # Local servers do not check the key, but the SDK refuses to start without one.
@@ -72,13 +73,7 @@ class OpenAISummarizer:
         self.model = model
         self.model_name = model
         self.timeout = float(timeout)
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=self.timeout,
-            max_retries=0,
-            http_client=http_client(),
-        )
+        self._sdk = SdkClient(self.base_url, api_key or PLACEHOLDER_API_KEY, self.timeout)
 
     def __repr__(self) -> str:
         return f"OpenAISummarizer(base_url={self.base_url!r}, model={self.model!r})"
@@ -86,11 +81,14 @@ class OpenAISummarizer:
     def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:
         """One non-streaming chat completion at temperature 0."""
         started = time.perf_counter()
+        client = self._sdk.get()  # the SDK is imported by then: the except clauses name it
+        import openai
+
         limits = CallLimits(deadline=time.monotonic() + self.timeout)
         try:
             with limits.applied():
                 response = post_chat_completions(
-                    self._client,
+                    client,
                     {
                         "model": self.model,
                         "messages": messages,

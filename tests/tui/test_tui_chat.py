@@ -34,6 +34,7 @@ from support.chat_app import (
 )
 from textual.command import CommandList, CommandPalette
 
+from hermes_tui.cli import app as cli_app
 from hermes_tui.cli import root as cli
 from hermes_tui.store import Store
 from hermes_tui.tui import commands
@@ -557,8 +558,8 @@ def test_cli_resume_and_open_reach_the_app(config, db_path, tmp_path, monkeypatc
     started: list[dict] = []
     monkeypatch.setattr(HermesApp, "run", lambda self: started.append(
         {"session_id": self._start_session_id, "import_path": self._import_path, "workspace": self.workspace}))
-    monkeypatch.setattr(cli, "_config", lambda args, overrides=None: config)
-    monkeypatch.setattr(cli.paths, "state_db_path", lambda: db_path)
+    monkeypatch.setattr(cli_app, "config_from", lambda args, overrides=None: config)
+    monkeypatch.setattr(cli_app.paths, "state_db_path", lambda: db_path)
 
     assert cli.main(["--resume"]) == 2
     assert "no stored session to resume" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from textual.widgets import Button, Collapsible, Label, Markdown, Static
 
 from hermes_tui.content_parts import attachments
 from hermes_tui.transcript import Message
+from hermes_tui.tui.widgets.streaming_markdown import StreamingMarkdown
 from hermes_tui.tui.widgets.text import (
     attachment_label,
     body_text,
@@ -173,7 +174,9 @@ class AssistantMessage(MessageView):
 
     def compose(self) -> ComposeResult:
         content = body_text(self.message) if self.message is not None else ""
-        if content or self.message is None:
+        if self.message is None:  # a reply about to stream in
+            yield StreamingMarkdown(content, classes="body")
+        elif content:
             yield Markdown(content, classes="body")
         yield from attachment_rows(self.message)
         for call in (self.message.tool_calls if self.message is not None else None) or []:
@@ -192,6 +195,8 @@ class AssistantMessage(MessageView):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        for markdown in self.query(StreamingMarkdown):
+            markdown.finish()
         if message is not None:
             self.message = message
             markdown = self.query_one(Markdown)

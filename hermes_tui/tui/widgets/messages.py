@@ -186,18 +186,48 @@ class MessageList(VerticalScroll):
         return self.is_anchored and not self._anchor_released
 
     async def show(self, messages: Iterable[Message]) -> None:
+        """Show ``messages``: views for a window of the newest, the rest waiting.
+
+        What fills the screen is mounted first; the rest of the window follows after that
+        first frame (mounting, styling and laying out a window of views takes a while: a
+        resumed session would otherwise open to a blank screen for as long)."""
         messages = list(messages)
         before = len(self.waiting)
+        window = self.fit(messages)
+        rows = self.app.size.height
+        first = min(window, self.fit(messages, window=max(MIN_VIEWS, rows // 2), budget=2 * rows))
         self._loading = True  # emptying the list scrolls it to the top: not a request for more
         try:
             await self.remove_children()
-            self.waiting = messages[: len(messages) - self.fit(messages)]
+            self.waiting = messages[: len(messages) - first]
             shown = messages[len(self.waiting):]
             row = [EarlierMessages(len(self.waiting))] if self.waiting else []
             await self.mount_all([*row, *(view_for(m) for m in shown)])
         finally:
             self._loading = False
         self._count_changed(before)
+        self.anchor()
+        if first < window:
+            self.call_after_refresh(self._fill_window, window - first)
+
+    async def _fill_window(self, count: int) -> None:
+        """The rest of the window ``show`` left waiting, above the views, while the list still
+        follows the bottom (once the user scrolls or asks for more, that takes over)."""
+        if self._loading or not self.waiting or not self.following:
+            return
+        self._loading = True
+        try:
+            before = len(self.waiting)
+            chunk = self.waiting[-count:]
+            del self.waiting[-count:]
+            views = [w.view() if isinstance(w, WaitingNote) else view_for(w) for w in chunk]
+            row = self._row()
+            await self.mount_all(views, after=row) if row is not None else await self.mount_all(views, before=0)
+            if not self.waiting and row is not None:
+                await row.remove()
+            self._count_changed(before)
+        finally:
+            self._loading = False
         self.anchor()
 
     async def add(self, view: Widget) -> None:
@@ -206,13 +236,16 @@ class MessageList(VerticalScroll):
             await self._trim()
         self.anchor()
 
-    def fit(self, items: list[Waiting]) -> int:
+    def fit(self, items: list[Waiting], *, window: int | None = None, budget: int | None = None) -> int:
         """How many of the newest ``items`` make a window: up to ``window`` of them, while
-        their weight stays within ``budget`` (at least ``MIN_VIEWS``)."""
+        their weight stays within ``budget`` (at least ``MIN_VIEWS``); the list's own limits
+        unless given."""
+        window = self.window if window is None else window
+        budget = self.budget if budget is None else budget
         total = count = 0
         for item in reversed(items):
             total += weight_of(item)
-            if count >= self.window or (count >= MIN_VIEWS and total > self.budget):
+            if count >= window or (count >= MIN_VIEWS and total > budget):
                 break
             count += 1
         return count

@@ -1,5 +1,4 @@
-"""``hermes-tui compact TRANSCRIPT`` and ``hermes-tui demo``: a transcript replayed turn by turn
-through compaction, the way the app finalizes each turn."""
+"""``hermes-tui compact`` and ``hermes-tui demo``: replay a transcript through compaction."""
 
 from __future__ import annotations
 
@@ -8,8 +7,8 @@ import sys
 from pathlib import Path
 
 from hermes_tui import paths
-from hermes_tui.analysis.replay import TURN_MODES, ReplayResult, replay
-from hermes_tui.cli.common import UserError, _config
+from hermes_tui.analysis.replay import ReplayResult, replay
+from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, Config
 from hermes_tui.conversation import Conversation
@@ -24,40 +23,8 @@ from hermes_tui.transcript import dump_transcript, read_transcript
 DEMO_SESSION = Path(__file__).resolve().parents[1] / "assets" / "demo_session.json"
 
 
-def add_replay_parsers(sub) -> None:
-    demo = sub.add_parser("demo", help="replay a bundled agent session and watch it compact")
-    demo.set_defaults(run=run_demo)
-
-    compact = sub.add_parser("compact", help="replay a transcript through compaction, turn by turn")
-    compact.add_argument(
-        "transcript", type=Path,
-        help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
-    )
-    compact.add_argument("--out", type=Path, help="write the compacted transcript here (default: stdout)")
-    compact.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"])
-    compact.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
-    compact.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
-    compact.add_argument("--context-limit", type=int, metavar="TOKENS", help="the main model's context window")
-    compact.add_argument("--threshold", type=float, metavar="F", help="compress at this share of the window")
-    compact.add_argument("--target-ratio", type=float, metavar="F", help="share of the threshold kept as tail")
-    compact.add_argument("--protect-first-n", type=int, metavar="N", help="opening messages never compacted")
-    compact.add_argument("--mode", choices=["merge", "append"], help="micro-compaction mode (compression.micro_compact_mode)")
-    compact.add_argument(
-        "--turns", choices=TURN_MODES, default="user",
-        help="finalize after each user turn (default) or after every agent step",
-    )
-    compact.add_argument("--session", metavar="NAME", help="title of the stored session (default: the file name and the time)")
-    compact.add_argument(
-        "--resume", metavar="ID", help="continue an interrupted replay of this transcript in stored session ID"
-    )
-    compact.set_defaults(run=run_compact)
-
-
-# --- compact -------------------------------------------------------------------------
-
-
 def run_compact(args: argparse.Namespace) -> int:
-    config = _config(args, {
+    config = config_from(args, {
         "auxiliary.compression.provider": args.provider,
         "auxiliary.compression.model": args.model,
         "auxiliary.compression.base_url": args.base_url,
@@ -186,9 +153,6 @@ class Progress:
         self.stream.write("\n")
 
 
-# --- demo ----------------------------------------------------------------------------
-
-
 def progress_dots(done: int, total: int, reports: list[PassReport]) -> None:
     if sys.stdout.isatty() and (done % 5 == 0 or done == total):
         print(f"\r  replayed {done}/{total} agent steps", end="", flush=True)
@@ -198,7 +162,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """Replay the bundled agent session with the extractive summarizer, printing each pass."""
     from hermes_tui.analysis.report import format_trajectory, trajectory
 
-    config = _config(args, {"auxiliary.compression.provider": "extractive"})
+    config = config_from(args, {"auxiliary.compression.provider": "extractive"})
     setup_logging()
     messages = read_transcript(DEMO_SESSION)
     counter = make_counter(config)
