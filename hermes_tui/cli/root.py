@@ -22,7 +22,7 @@ from hermes_tui.cli.models import add_parser as add_models_parser
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
-from hermes_tui.hermes_sessions import read_transcript_file
+from hermes_tui.hermes_sessions import SeveralSessions, read_transcript_file
 from hermes_tui.logs import LogFileError, setup_logging
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.providers.select import ProviderError
@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     open_.add_argument(
         "transcript", type=Path,
         help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
+    )
+    open_.add_argument(
+        "--session", metavar="ID|TITLE",
+        help="which session of a file that holds several: its id, or the start of its title",
     )
     open_.set_defaults(run=run_app)
 
@@ -332,8 +336,9 @@ def run_app(args: argparse.Namespace) -> int:
     (``open``). What can be checked before the screen takes over is, with a one-line error."""
     config = _config(args)
     transcript = getattr(args, "transcript", None)
+    import_session = getattr(args, "session", None)
     if transcript is not None:
-        read_transcript_file(transcript)  # a bad file: one line and exit 2, before the app starts
+        _check_transcript(transcript, import_session)  # a bad file: exit 2 before the app starts
     setup_logging()
     store = Store(paths.state_db_path())
     try:
@@ -346,11 +351,23 @@ def run_app(args: argparse.Namespace) -> int:
 
         import_mlx_on_main_thread()
 
-        app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config)
+        app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config,
+                        import_session=import_session)
         app.run()
     finally:
         store.close()
     return app.return_code or 0
+
+
+def _check_transcript(path: Path, session: str | None) -> None:
+    """A file ``open`` cannot take: one line. A file of several sessions with none chosen: its
+    sessions listed on stdout, and how to pick one."""
+    try:
+        read_transcript_file(path, session=session)
+    except SeveralSessions as exc:
+        for choice in exc.choices:
+            print(f"{choice.id}  {choice.messages:>6} messages  {choice.title or '(untitled)'}")
+        raise UserError(f"{exc.problem}: open one with hermes-tui open {path} --session ID (or the start of its title)") from None
 
 
 def _latest_session(store: Store) -> str:

@@ -65,6 +65,7 @@ class HermesApp(App):
         reply_tokens: int | None = None,
         config_path: Path | None = None,
         server_ports: tuple[int, ...] | None = None,
+        import_session: str | None = None,
     ):
         super().__init__()
         self.config = config
@@ -76,6 +77,7 @@ class HermesApp(App):
         self.server_ports = server_ports
         self._start_session_id = session_id
         self._import_path = Path(import_path) if import_path else None
+        self._import_session = import_session  # which session of a file that holds several
         self._chat_given, self._summarizer_given = chat, summarizer
         self.chat: ChatClient | None = chat
         self.summarizer: Summarizer | None = summarizer
@@ -90,7 +92,7 @@ class HermesApp(App):
             self._start(self._start_session_id)
             return
         try:
-            session_id = import_transcript(self.store, self.config, self._import_path).id
+            session_id = import_transcript(self.store, self.config, self._import_path, session=self._import_session).id
         except (TranscriptError, StoreError) as exc:
             # The file is what was asked for: say why it cannot be opened and write
             # nothing (not even an empty new chat) unless the user asks for one.

@@ -318,7 +318,7 @@ def test_a_sessions_export_file_opens_and_keeps_only_live_rows(tmp_path):
     text = json.dumps(exported) + "\n" + json.dumps(other) + "\n"
     with pytest.raises(TranscriptError, match="2 sessions in this file"):
         parse_session_file(text, source="export.jsonl")
-    session = parse_session_file(text, source="export.jsonl", session_id="s9")
+    session = parse_session_file(text, source="export.jsonl", session="s9")
     assert session.title == "Exported"
     assert [(m.role, m.content) for m in session.messages if not m.is_marker] == [
         ("system", SYSTEM["content"]), ("user", U1["content"]), ("user", U2["content"])]
