@@ -145,9 +145,13 @@ class HermesApp(App):
 
                 log.warning("no compression model, using the extractive summarizer: %s", exc)
                 if not self._problems:  # without a chat model the first-run screen says enough
+                    from hermes_tui.summarizers.select import recommended_compression_hint
+
+                    hint = recommended_compression_hint(self.config.auxiliary.compression)
                     self.notify(
-                        "Passes use the built-in extractive summarizer until one is set in /settings.",
-                        title="No compression model", severity="warning", timeout=8,
+                        "Passes use the built-in extractive summarizer until one is set in /settings."
+                        + (f" {hint}" if hint else ""),
+                        title="No compression model", severity="warning", timeout=15 if hint else 8,
                     )
                 self.summarizer = ExtractiveSummarizer()
 
