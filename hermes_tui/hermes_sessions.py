@@ -184,7 +184,31 @@ def read_transcript_file(path: Path | str, *, session: str | None = None) -> Her
         return parse_session_file(text, source=str(path), session=session)
     if session is not None:
         raise TranscriptError(f"{path}: a plain message list holds one conversation: no session {session!r} to pick")
-    return HermesSession("", None, parse_transcript(text, source=str(path)))
+    return _message_list(text, str(path))
+
+
+def _message_list(text: str, source: str) -> HermesSession:
+    """A plain message list; a message Hermes flagged as its summary (``_compressed_summary``)
+    becomes our marker as in its session files, whatever its role. Unflagged text stays as it
+    is: a user's paste of a summary is the user's message."""
+    messages = parse_transcript(text, source=source)
+    if hermes_markers.SUMMARY_FLAG not in text:
+        return HermesSession("", None, messages)
+    stripped = text.lstrip()
+    rows = load_json(text) if stripped.startswith("[") else [load_json(line) for line in text.splitlines() if line.strip()]
+    out: list[Message] = []
+    markers = 0
+    for n, (msg, row) in enumerate(zip(messages, rows, strict=True)):
+        converted = None
+        if isinstance(row, dict) and _flag(row, hermes_markers.SUMMARY_FLAG, False) and not msg.is_marker:
+            converted = _summary_messages(row, f"{source}: message {n}")
+        if converted is None:
+            out.append(msg)
+        else:
+            out.extend(converted)
+            markers += 1
+    check_tool_pairing(out, source=source)
+    return HermesSession("", None, out, markers=markers)
 
 
 def is_session_text(text: str) -> bool:

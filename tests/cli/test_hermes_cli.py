@@ -228,6 +228,10 @@ def test_a_snapshot_and_a_hermes_format_transcript_with_both_marker_kinds_replay
              "_compressed_summary": True, "_micro_compact_marker": False},
             {"role": "user", "content": U3}, *tail, A3]}),
         "batch_snapshot.json": json.dumps({"session_id": "b", "messages": [SYSTEM, batch, U2, *tail, A3]}),
+        # a plain message list in Hermes' message format, both kinds: its assistant-role micro marker
+        # and its user-role summary that carries the user's next request behind the end line
+        "hermes_messages.json": json.dumps([
+            SYSTEM, U1, micro, U2, {**batch, "content": f"{batch['content']}\n\n{U3}"}, *tail, A3]),
     }
     for name, text in files.items():
         path = tmp_path / name
@@ -252,6 +256,13 @@ def test_a_snapshot_and_a_hermes_format_transcript_with_both_marker_kinds_replay
         carried = [m for m in old if m.id in superseded]
         assert carried, name
         assert read_marker(carried[-1]).summary in read_marker(newest[-1]).summary, name
+        # Hermes' scaffolding and summaries never stand as something the user typed
+        for m, _ in rows:
+            if m.role == "user":
+                assert "CONTEXT COMPACTION" not in (m.content or "") and "Added tests/test_views.py" not in (m.content or ""), name
+        if name == "hermes_messages.json":
+            assert [m.meta["hermes"]["role"] for m in old] == ["assistant", "user"]
+            assert U3 in [m.content for m, _ in rows if m.role == "user"]  # the user's own text, verbatim
 
 
 @pytest.mark.parametrize("text", [

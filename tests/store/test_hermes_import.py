@@ -370,3 +370,27 @@ def test_the_listing_gives_each_session_its_live_row_count(tmp_path):
     # s1: system, U1, the micro row, U2, A2, T2, A2b (the rewound pair is not live)
     assert sizes == {"s1": 7, "s2": 3, "s1-branch": 2}
     assert {s.id: s.continues for s in list_sessions(home / "state.db")} == {"s1": None, "s2": "s1", "s1-branch": None}
+
+
+@pytest.mark.parametrize("layout", ["array", "jsonl"])
+def test_a_plain_message_list_takes_hermes_flagged_summaries_as_markers_of_either_role(tmp_path, layout):
+    from hermes_tui.hermes_sessions import read_transcript_file
+
+    pasted = {"role": "user", "content": batch_text("Pasted from another chat.")}  # no flag: the user's own
+    rows = [SYSTEM, U1, MICRO_ROW, U2, BATCH_ROW, {"role": "assistant", "content": "Updated CHANGELOG.md."}, pasted]
+    path = tmp_path / "hermes_messages.json"
+    path.write_text(json.dumps(rows) if layout == "array" else "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    loaded = read_transcript_file(path)
+    assert loaded.markers == 2
+    assert shape(loaded.messages) == [
+        ("system", SYSTEM["content"]),
+        ("user", U1["content"]),
+        ("marker", MICRO, read_marker(loaded.messages[2]).summary),
+        ("user", U2["content"]),
+        ("marker", BATCH, "Fixed pagination in app/views.py and added a regression test."),
+        ("user", U3),
+        ("assistant", "Updated CHANGELOG.md."),
+        ("user", pasted["content"]),
+    ]
+    assert read_marker(loaded.messages[2]).summary.startswith("- Read app/views.py;")
+    assert [m.meta["hermes"]["role"] for m in loaded.messages if m.is_marker] == ["assistant", "user"]
