@@ -98,20 +98,30 @@ def convert_messages(
     return out, markers
 
 
-def parse_session_file(text: str, *, source: str, session_id: str | None = None) -> HermesSession:
+@dataclass(frozen=True)
+class SessionChoice:
+    """One session of a file that holds several, as a listing shows it."""
+
+    id: str
+    title: str | None
+    messages: int  # live rows
+
+
+class SeveralSessions(TranscriptError):
+    """A file with several sessions and none chosen, or a title prefix that fits more than one."""
+
+    def __init__(self, problem: str, choices: list[SessionChoice], *, hint: str = "name one"):
+        super().__init__(f"{problem}; {hint}")
+        self.problem, self.choices = problem, choices
+
+
+def parse_session_file(text: str, *, source: str, session: str | None = None) -> HermesSession:
     """A Hermes JSON snapshot or ``hermes sessions export`` file, as one session.
 
-    An export with several sessions needs ``session_id`` to say which.
+    An export with several sessions needs ``session`` to say which: its id, or the start of
+    its title (any case).
     """
-    sessions = _session_objects(text, source)
-    if session_id is not None:
-        sessions = [s for s in sessions if str(s.get("id", s.get("session_id", ""))) == session_id]
-        if not sessions:
-            raise TranscriptError(f"{source}: no session {session_id!r} in this file")
-    if len(sessions) != 1:
-        ids = ", ".join(str(s.get("id", s.get("session_id", "?"))) for s in sessions)
-        raise TranscriptError(f"{source}: {len(sessions)} sessions in this file ({ids}); name one")
-    data = sessions[0]
+    data = _chosen(_session_objects(text, source), session, source)
     raw = data.get("messages")
     if not isinstance(raw, list):
         raise TranscriptError(f"{source}: \"messages\" must be a list of messages")
@@ -120,21 +130,85 @@ def parse_session_file(text: str, *, source: str, session_id: str | None = None)
     kept = [m for m in raw if isinstance(m, dict) and not _flag(m, "active", True) and _flag(m, "compacted", False)]
     messages, markers = convert_messages(live, source=source)
     archived, _ = convert_messages(kept, source=source, check_pairing=False)
-    sid = str(data.get("id", data.get("session_id", "")) or "")
-    title = data.get("title") if isinstance(data.get("title"), str) else None
-    return HermesSession(sid, title, messages, archived, markers=markers)
+    return HermesSession(_session_id(data), _title(data), messages, archived, markers=markers)
 
 
-def read_transcript_file(path: Path | str) -> HermesSession:
+def _chosen(sessions: list[dict[str, Any]], session: str | None, source: str) -> dict[str, Any]:
+    if session is None:
+        if len(sessions) == 1:
+            return sessions[0]
+        raise SeveralSessions(f"{source}: {len(sessions)} sessions in this file ({_ids(sessions)})", _choices(sessions))
+    exact = [s for s in sessions if _session_id(s) == session]
+    if exact:
+        return exact[0]
+    prefix = session.casefold()
+    titled = [s for s in sessions if (_title(s) or "").casefold().startswith(prefix)]
+    if len(titled) == 1:
+        return titled[0]
+    if titled:
+        raise SeveralSessions(
+            f"{source}: {len(titled)} sessions have a title starting {session!r} ({_ids(titled)})",
+            _choices(titled), hint="name one by its id")
+    raise TranscriptError(f"{source}: no session {session!r} in this file (its sessions: {_ids(sessions)})")
+
+
+def _session_id(data: dict[str, Any]) -> str:
+    return str(data.get("id", data.get("session_id", "")) or "")
+
+
+def _title(data: dict[str, Any]) -> str | None:
+    return data.get("title") if isinstance(data.get("title"), str) else None
+
+
+def _ids(sessions: list[dict[str, Any]]) -> str:
+    return ", ".join(_session_id(s) or "?" for s in sessions)
+
+
+def _choices(sessions: list[dict[str, Any]]) -> list[SessionChoice]:
+    def live(data):
+        raw = data.get("messages")
+        return sum(1 for m in raw if isinstance(m, dict) and _flag(m, "active", True)) if isinstance(raw, list) else 0
+
+    return [SessionChoice(_session_id(s) or "?", _title(s), live(s)) for s in sessions]
+
+
+def read_transcript_file(path: Path | str, *, session: str | None = None) -> HermesSession:
     """Any conversation file we open: an OpenAI message list (a JSON array, or JSON Lines of
-    messages), a Hermes JSON snapshot, or a ``hermes sessions export`` file.
+    messages), a Hermes JSON snapshot, or a ``hermes sessions export`` file (``session``: which
+    of its sessions, see ``parse_session_file``).
 
     A plain message list comes back as a session with no id, title or history.
     """
     text = read_text(path)
     if is_session_text(text):
-        return parse_session_file(text, source=str(path))
-    return HermesSession("", None, parse_transcript(text, source=str(path)))
+        return parse_session_file(text, source=str(path), session=session)
+    if session is not None:
+        raise TranscriptError(f"{path}: a plain message list holds one conversation: no session {session!r} to pick")
+    return _message_list(text, str(path))
+
+
+def _message_list(text: str, source: str) -> HermesSession:
+    """A plain message list; a message Hermes flagged as its summary (``_compressed_summary``)
+    becomes our marker as in its session files, whatever its role. Unflagged text stays as it
+    is: a user's paste of a summary is the user's message."""
+    messages = parse_transcript(text, source=source)
+    if hermes_markers.SUMMARY_FLAG not in text:
+        return HermesSession("", None, messages)
+    stripped = text.lstrip()
+    rows = load_json(text) if stripped.startswith("[") else [load_json(line) for line in text.splitlines() if line.strip()]
+    out: list[Message] = []
+    markers = 0
+    for n, (msg, row) in enumerate(zip(messages, rows, strict=True)):
+        converted = None
+        if isinstance(row, dict) and _flag(row, hermes_markers.SUMMARY_FLAG, False) and not msg.is_marker:
+            converted = _summary_messages(row, f"{source}: message {n}")
+        if converted is None:
+            out.append(msg)
+        else:
+            out.extend(converted)
+            markers += 1
+    check_tool_pairing(out, source=source)
+    return HermesSession("", None, out, markers=markers)
 
 
 def is_session_text(text: str) -> bool:

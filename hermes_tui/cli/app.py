@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hermes_tui import paths
 from hermes_tui.cli.common import UserError, config_from
-from hermes_tui.hermes_sessions import read_transcript_file
+from hermes_tui.hermes_sessions import SeveralSessions, read_transcript_file
 from hermes_tui.logs import setup_logging
 from hermes_tui.store import Store
 
@@ -22,8 +22,9 @@ def run_app(args: argparse.Namespace) -> int:
     (``open``). What can be checked before the screen takes over is, with a one-line error."""
     config = config_from(args)
     transcript = getattr(args, "transcript", None)
+    import_session = getattr(args, "session", None)
     if transcript is not None:
-        read_transcript_file(transcript)  # a bad file: one line and exit 2, before the app starts
+        _check_transcript(transcript, import_session)  # a bad file: exit 2 before the app starts
     workspace = Path(args.workspace).expanduser() if getattr(args, "workspace", None) else None
     if workspace is not None and not workspace.is_dir():
         raise UserError(f"--workspace {args.workspace}: not a directory")
@@ -41,12 +42,23 @@ def run_app(args: argparse.Namespace) -> int:
         from hermes_tui.tui.app import HermesApp
 
         app = HermesApp(config, store, session_id=session_id, import_path=transcript, config_path=args.config,
-                        workspace=workspace)
+                        workspace=workspace, import_session=import_session)
         app.run()
     finally:
         store.close()
     return app.return_code or 0
 
+
+
+def _check_transcript(path: Path, session: str | None) -> None:
+    """A file ``open`` cannot take: one line. A file of several sessions with none chosen: its
+    sessions listed on stdout, and how to pick one."""
+    try:
+        read_transcript_file(path, session=session)
+    except SeveralSessions as exc:
+        for choice in exc.choices:
+            print(f"{choice.id}  {choice.messages:>6} messages  {choice.title or '(untitled)'}")
+        raise UserError(f"{exc.problem}: open one with hermes-tui open {path} --session ID (or the start of its title)") from None
 
 def uses_mlx(config: Config) -> bool:
     """Whether the chat or the compression model runs in-process on MLX as configured.

@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
         "transcript", type=Path,
         help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
     )
+    open_.add_argument(
+        "--session", metavar="ID|TITLE",
+        help="which session of a file that holds several: its id, or the start of its title",
+    )
     open_.set_defaults(run=command("app", "run_app"))
 
     demo = sub.add_parser("demo", help="replay a bundled agent session and watch it compact")

@@ -159,11 +159,11 @@ def open_session(
     return session
 
 
-def import_transcript(store: Store, config: Config, path: Path) -> SessionInfo:
-    """Store a transcript file (a message list, or a Hermes session file) as a new session, all
-    or nothing; its title: the session's own, else the file name. Raises TranscriptError for a
-    bad file, StoreError for the database."""
-    loaded = read_transcript_file(path)
+def import_transcript(store: Store, config: Config, path: Path, *, session: str | None = None) -> SessionInfo:
+    """Store a transcript file (a message list, or a Hermes session file; ``session`` picks one
+    of several) as a new session, all or nothing; its title: the session's own, else the file
+    name. Raises TranscriptError for a bad file, StoreError for the database."""
+    loaded = read_transcript_file(path, session=session)
     info = store.create_session(
         loaded.title or Path(path).stem, model=config.model.model or None,
         aux_model=config.auxiliary.compression.model or None,

@@ -28,6 +28,26 @@ def default_mlx_model(cfg: AuxiliaryCompressionConfig) -> str | None:
     return name
 
 
+def recommended_compression_hint(cfg: AuxiliaryCompressionConfig) -> str:
+    """Where MLX has a GPU: the catalog's default compression model and how to get it, for the
+    notice that passes fall back to the extractive summarizer; elsewhere (or no catalog) ''."""
+    if not provider_select.gpu_available():
+        return ""
+    try:
+        model = hub.default_compression_model()
+    except hub.CatalogError:
+        return ""
+    unset = cfg.provider == "auto" and not cfg.model and not cfg.base_url
+    use = f"hermes-tui models use {model.repo} --role compression"
+    try:
+        resolve_model_path(model.repo)
+    except ModelUnavailable:
+        then = "passes use it once it is downloaded" if unset else f"then {use}"
+        return (f"Recommended for this Mac: {model.repo} ({model.disk_gb:.2f} GB download, {model.memory_gb:.1f} GB "
+                f"memory): get it on the models screen (/models) or with hermes-tui models pull {model.repo}; {then}.")
+    return f"{model.repo}, recommended for this Mac, is downloaded: make it the compression model with {use}."
+
+
 def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
     if (default := default_mlx_model(cfg)) is not None:
         cfg = cfg.model_copy(update={"provider": "mlx", "model": default})

@@ -86,6 +86,7 @@ class HermesApp(App):
         config_path: Path | None = None,
         server_ports: tuple[int, ...] | None = None,
         workspace: Path | None = None,
+        import_session: str | None = None,
     ):
         super().__init__()
         self.config = config
@@ -97,6 +98,7 @@ class HermesApp(App):
         self.server_ports = server_ports
         self._start_session_id = session_id
         self._import_path = Path(import_path) if import_path else None
+        self._import_session = import_session  # which session of a file that holds several
         self._chat_given, self._summarizer_given = chat, summarizer
         self.chat: ChatClient | None = chat
         self.summarizer: Summarizer | None = summarizer
@@ -121,7 +123,7 @@ class HermesApp(App):
             self._start(self._start_session_id)
             return
         try:
-            session_id = import_transcript(self.store, self.config, self._import_path).id
+            session_id = import_transcript(self.store, self.config, self._import_path, session=self._import_session).id
         except (TranscriptError, StoreError) as exc:
             # The file is what was asked for: say why it cannot be opened and write
             # nothing (not even an empty new chat) unless the user asks for one.
@@ -174,9 +176,13 @@ class HermesApp(App):
 
                 log.warning("no compression model, using the extractive summarizer: %s", exc)
                 if not self._problems:  # without a chat model the first-run screen says enough
+                    from hermes_tui.summarizers.select import recommended_compression_hint
+
+                    hint = recommended_compression_hint(self.config.auxiliary.compression)
                     self.notify(
-                        "Passes use the built-in extractive summarizer until one is set in /settings.",
-                        title="No compression model", severity="warning", timeout=8,
+                        "Passes use the built-in extractive summarizer until one is set in /settings."
+                        + (f" {hint}" if hint else ""),
+                        title="No compression model", severity="warning", timeout=15 if hint else 8,
                     )
                 self.summarizer = ExtractiveSummarizer()
 

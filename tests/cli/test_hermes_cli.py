@@ -7,6 +7,7 @@ Hermes fills it (``support.hermes_home``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -227,6 +228,10 @@ def test_a_snapshot_and_a_hermes_format_transcript_with_both_marker_kinds_replay
              "_compressed_summary": True, "_micro_compact_marker": False},
             {"role": "user", "content": U3}, *tail, A3]}),
         "batch_snapshot.json": json.dumps({"session_id": "b", "messages": [SYSTEM, batch, U2, *tail, A3]}),
+        # a plain message list in Hermes' message format, both kinds: its assistant-role micro marker
+        # and its user-role summary that carries the user's next request behind the end line
+        "hermes_messages.json": json.dumps([
+            SYSTEM, U1, micro, U2, {**batch, "content": f"{batch['content']}\n\n{U3}"}, *tail, A3]),
     }
     for name, text in files.items():
         path = tmp_path / name
@@ -251,6 +256,13 @@ def test_a_snapshot_and_a_hermes_format_transcript_with_both_marker_kinds_replay
         carried = [m for m in old if m.id in superseded]
         assert carried, name
         assert read_marker(carried[-1]).summary in read_marker(newest[-1]).summary, name
+        # Hermes' scaffolding and summaries never stand as something the user typed
+        for m, _ in rows:
+            if m.role == "user":
+                assert "CONTEXT COMPACTION" not in (m.content or "") and "Added tests/test_views.py" not in (m.content or ""), name
+        if name == "hermes_messages.json":
+            assert [m.meta["hermes"]["role"] for m in old] == ["assistant", "user"]
+            assert U3 in [m.content for m, _ in rows if m.role == "user"]  # the user's own text, verbatim
 
 
 @pytest.mark.parametrize("text", [
@@ -263,3 +275,77 @@ def test_a_session_file_nested_too_deep_is_refused_in_one_line(hermes_home, tmp_
     proc = run_cli(hermes_home, "open", str(bad))
     assert proc.returncode == 2, explain(proc)
     assert proc.stderr.startswith(f"hermes-tui: {bad}") and len(proc.stderr.strip().splitlines()) == 1, explain(proc)
+
+
+# --- open: one session of an export that holds several ----------------------------------------
+
+
+def several_sessions_export(tmp_path: Path) -> Path:
+    """``hermes sessions export`` of three sessions: one JSON object a line, each session row
+    with its messages (hermes_state_portability.py export_all)."""
+    def session(sid, title, *messages):
+        return {"id": sid, "source": "cli", "title": title,
+                "messages": [{**m, "id": n, "session_id": sid, "active": 1} for n, m in enumerate(messages)]}
+
+    path = tmp_path / "export.jsonl"
+    path.write_text("\n".join(json.dumps(s) for s in [
+        session("s9", "Pagination fix", SYSTEM, U1, MICRO_ROW, U2),
+        session("s10", "Pagination docs", SYSTEM, {"role": "user", "content": "Document the pagination."}),
+        session("s11", None, SYSTEM, BRANCH_USER),
+    ]) + "\n")
+    return path
+
+
+def test_open_of_an_export_with_several_sessions_lists_them_and_says_how_to_pick_one(hermes_home, tmp_path):
+    export = several_sessions_export(tmp_path)
+    proc = run_cli(hermes_home, "open", str(export))
+    assert proc.returncode == 2, explain(proc)
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["s9", "s10", "s11"]
+    assert proc.stdout.splitlines()[0].endswith("4 messages  Pagination fix")
+    assert proc.stdout.splitlines()[2].endswith("2 messages  (untitled)")
+    (err,) = proc.stderr.strip().splitlines()
+    assert err == (f"hermes-tui: {export}: 3 sessions in this file (s9, s10, s11): "
+                   f"open one with hermes-tui open {export} --session ID (or the start of its title)")
+    # a title prefix that fits two: those two listed
+    proc = run_cli(hermes_home, "open", str(export), "--session", "pagination")
+    assert proc.returncode == 2, explain(proc)
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["s9", "s10"]
+    assert "2 sessions have a title starting 'pagination' (s9, s10)" in proc.stderr
+    # nothing of that name: one line naming the sessions there are
+    proc = run_cli(hermes_home, "open", str(export), "--session", "zz")
+    assert proc.returncode == 2 and proc.stdout == "", explain(proc)
+    assert proc.stderr.strip() == f"hermes-tui: {export}: no session 'zz' in this file (its sessions: s9, s10, s11)"
+    # a plain message list has nothing to pick from
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps([SYSTEM, U1]))
+    proc = run_cli(hermes_home, "open", str(plain), "--session", "s9")
+    assert proc.returncode == 2 and "a plain message list holds one conversation" in proc.stderr, explain(proc)
+    assert run_cli(hermes_home, "sessions", "list").stdout.strip() == "no sessions yet"
+
+
+@pytest.mark.parametrize("choice, title, user_text", [
+    ("s10", "Pagination docs", "Document the pagination."),       # by id
+    ("PAGINATION F", "Pagination fix", U2["content"]),             # by the start of its title, any case
+    ("s11", "export", BRANCH_USER["content"]),                     # untitled: the file's name
+])
+def test_open_with_session_opens_that_session_in_the_app(hermes_home, tmp_path, monkeypatch, choice, title, user_text):
+    from hermes_tui.cli import root as cli
+    from hermes_tui.tui.app import HermesApp
+
+    export = several_sessions_export(tmp_path)
+    opened = []
+
+    def run(app):  # the app as the command line builds it, mounted headless
+        async def mount():
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.pause()
+        asyncio.run(mount())
+        opened.extend(app.store.list_sessions())
+
+    monkeypatch.setattr(HermesApp, "run", run)
+    assert cli.main(["open", str(export), "--session", choice]) == 0
+    (info,) = opened
+    assert info.title == title
+    with stored(hermes_home) as store:
+        contents = [m.content for m in store.load_active(info.id)]
+    assert contents[0] == SYSTEM["content"] and user_text in contents

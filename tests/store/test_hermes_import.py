@@ -105,6 +105,11 @@ def assert_the_chain_imported(session, sessions):
     assert shape(session.messages) == expected_active()
     assert session.markers == 1
     assert {s.id for s in sessions} == {"s1", "s2", "s1-branch"}
+    # the micro pass's marker, compacted away by the batch compression, is history, still a marker;
+    # the rewound pair is nowhere
+    assert [read_marker(m).kind for m in session.archived if read_marker(m)] == [MICRO]
+    everything = [m.content for m in session.messages + session.archived]
+    assert OOPS["content"] not in everything and OOPS_REPLY["content"] not in everything
 
 
 @pytest.mark.parametrize("journal_mode", ["delete", "wal"])
@@ -318,7 +323,7 @@ def test_a_sessions_export_file_opens_and_keeps_only_live_rows(tmp_path):
     text = json.dumps(exported) + "\n" + json.dumps(other) + "\n"
     with pytest.raises(TranscriptError, match="2 sessions in this file"):
         parse_session_file(text, source="export.jsonl")
-    session = parse_session_file(text, source="export.jsonl", session_id="s9")
+    session = parse_session_file(text, source="export.jsonl", session="s9")
     assert session.title == "Exported"
     assert [(m.role, m.content) for m in session.messages if not m.is_marker] == [
         ("system", SYSTEM["content"]), ("user", U1["content"]), ("user", U2["content"])]
@@ -370,3 +375,27 @@ def test_the_listing_gives_each_session_its_live_row_count(tmp_path):
     # s1: system, U1, the micro row, U2, A2, T2, A2b (the rewound pair is not live)
     assert sizes == {"s1": 7, "s2": 3, "s1-branch": 2}
     assert {s.id: s.continues for s in list_sessions(home / "state.db")} == {"s1": None, "s2": "s1", "s1-branch": None}
+
+
+@pytest.mark.parametrize("layout", ["array", "jsonl"])
+def test_a_plain_message_list_takes_hermes_flagged_summaries_as_markers_of_either_role(tmp_path, layout):
+    from hermes_tui.hermes_sessions import read_transcript_file
+
+    pasted = {"role": "user", "content": batch_text("Pasted from another chat.")}  # no flag: the user's own
+    rows = [SYSTEM, U1, MICRO_ROW, U2, BATCH_ROW, {"role": "assistant", "content": "Updated CHANGELOG.md."}, pasted]
+    path = tmp_path / "hermes_messages.json"
+    path.write_text(json.dumps(rows) if layout == "array" else "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    loaded = read_transcript_file(path)
+    assert loaded.markers == 2
+    assert shape(loaded.messages) == [
+        ("system", SYSTEM["content"]),
+        ("user", U1["content"]),
+        ("marker", MICRO, read_marker(loaded.messages[2]).summary),
+        ("user", U2["content"]),
+        ("marker", BATCH, "Fixed pagination in app/views.py and added a regression test."),
+        ("user", U3),
+        ("assistant", "Updated CHANGELOG.md."),
+        ("user", pasted["content"]),
+    ]
+    assert read_marker(loaded.messages[2]).summary.startswith("- Read app/views.py;")
+    assert [m.meta["hermes"]["role"] for m in loaded.messages if m.is_marker] == ["assistant", "user"]

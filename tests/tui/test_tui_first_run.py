@@ -209,3 +209,98 @@ async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_c
         imported = str(paths.models_dir() / "my-model")
         await until_chatting_with(pilot, imported)
         assert load_config(config_path).model.model == imported
+
+
+@pytest.fixture
+def empty_hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache: only the models a test puts on disk are there."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "empty_hf_cache"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+@app_test
+async def test_linux_first_run_offers_the_mlx_models_on_disk_that_run_slowly_on_the_cpu(
+    tiny_model, hermes_home, store, empty_hf_cache
+):
+    import shutil
+
+    from hermes_tui import paths
+
+    assert not provider_select.gpu_available()
+    on_disk = paths.models_dir() / "tiny-chat"
+    shutil.copytree(tiny_model.q4, on_disk)
+    config_path = hermes_home / "config.yaml"
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(free_port(),))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        section = screen.query_one("#on-disk")
+        await until(pilot, lambda: bool(section.query(".disk-model")), "the models on disk to be listed")
+        assert section.display
+        assert "runs slowly on the CPU" in text(section.query_one(".setup-title", Static))
+        button = section.query_one("#disk-0", Button)
+        assert "tiny-chat" in str(button.label)
+        await press(pilot, button)
+        await until_chatting_with(pilot, str(on_disk))
+        config = load_config(config_path)
+        assert (config.model.provider, config.model.model) == ("mlx", str(on_disk))
+        assert any("runs on the CPU, slowly" in str(n.message) for n in app._notifications)
+        await type_and_send(pilot, "Hello?")
+        await until(pilot, lambda: bool(replies(app)), "a reply from the model on the CPU", timeout=120)
+
+
+@app_test
+async def test_first_run_with_no_model_on_disk_hides_that_section(hermes_home, store, empty_hf_cache):
+    config_path = hermes_home / "config.yaml"
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                    server_ports=(free_port(),))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await first_run(pilot)
+        section = screen.query_one("#on-disk")
+        await until(pilot, lambda: not any(w.group == "first-run-disk" and not w.is_finished for w in app.workers),
+                    "the listing to finish")
+        await pilot.pause()
+        assert not section.display and not section.query(".disk-model")
+
+
+def chat_on(config_path, server) -> None:
+    config_path.write_text(f"model:\n  provider: openai-api\n  base_url: {server.base_url}\n  model: {MODEL_ID}\n")
+
+
+def compression_notice(app: HermesApp) -> str:
+    (notice,) = [str(n.message) for n in app._notifications if n.title == "No compression model"]
+    return notice
+
+
+@app_test
+async def test_mac_with_no_compression_model_the_notice_names_the_recommended_one_and_how_to_get_it(
+    hermes_home, store, scripted, empty_hf_cache, monkeypatch
+):
+    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    recommended = hub.default_compression_model()
+    config_path = hermes_home / "config.yaml"
+    chat_on(config_path, scripted)
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        notice = compression_notice(app)
+        assert notice.startswith("Passes use the built-in extractive summarizer")
+        assert f"Recommended for this Mac: {recommended.repo} ({recommended.disk_gb:.2f} GB download" in notice
+        assert f"hermes-tui models pull {recommended.repo}" in notice and "/models" in notice
+        assert "passes use it once it is downloaded" in notice
+
+
+@app_test
+async def test_linux_with_no_compression_model_the_notice_recommends_no_mlx_model(
+    hermes_home, store, scripted, empty_hf_cache
+):
+    config_path = hermes_home / "config.yaml"
+    chat_on(config_path, scripted)
+    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        assert compression_notice(app) == "Passes use the built-in extractive summarizer until one is set in /settings."

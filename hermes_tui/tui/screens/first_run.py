@@ -9,7 +9,7 @@ plain sentences. Each button dismisses the screen with its action (``"settings"`
 With a ``Setup`` (no usable chat model yet) it also offers the ways to one
 (``first_run_setup``): where MLX has a GPU, the catalog's recommended chat and
 compression models to download; elsewhere, the model servers answering on this machine
-and an MLX model on the CPU; and, when Hermes Agent's config is found, its compression
+and an MLX model on the CPU; on both, MLX models already on disk; and, when Hermes Agent's config is found, its compression
 settings. Choosing one saves the settings and dismisses with ``"reload"``: the app reads
 config.yaml again.
 """
@@ -81,8 +81,8 @@ class FirstRunScreen(Screen[str]):
         .setup-section { height: auto; margin-top: 1; padding: 0 1; border-left: thick $primary 50%; }
         .setup-title { text-style: bold; color: $text; }
         .setup-line, #hermes-lines, #hermes-skipped, #download-figures { color: $text-muted; }
-        .setup-buttons, #server-list { height: auto; }
-        .setup-buttons Button, #server-list Button { margin-right: 2; }
+        .setup-buttons, #server-list, #disk-list { height: auto; }
+        .setup-buttons Button, #server-list Button, #disk-list Button { margin-right: 2; }
         #download-row { height: 1; }
         #download-bar { width: auto; margin-right: 2; }
         .setup-status { color: $text-muted; }
@@ -171,7 +171,7 @@ def setup_sections(setup: Setup) -> ComposeResult:
     from hermes_tui.hermes_config import read_hermes_offer
     from hermes_tui.hub.hf import offline as hub_offline
     from hermes_tui.providers import select as provider_select
-    from hermes_tui.tui.screens.first_run_setup import LocalServers, RecommendedModels
+    from hermes_tui.tui.screens.first_run_setup import LocalServers, ModelsOnDisk, RecommendedModels
 
     offer = read_hermes_offer(setup.config)
     if offer is not None:
@@ -190,9 +190,11 @@ def setup_sections(setup: Setup) -> ComposeResult:
             picks = [("chat", chat)] + ([("compression", compression)] if compression_unset else [])
             yield RecommendedModels(picks, setup.config_path, title="Recommended for this Mac: run both in-process",
                                     offline=offline, id="recommended")
+        yield ModelsOnDisk(setup.config_path, cpu=False, id="on-disk")
         yield LocalServers(setup.server_ports, setup.config_path, offer_passes=False, id="servers")
         return
     yield LocalServers(setup.server_ports, setup.config_path, offer_passes=True, id="servers")
+    yield ModelsOnDisk(setup.config_path, cpu=True, id="on-disk")
     if chat is not None:
         yield RecommendedModels([("chat", chat)], setup.config_path, offline=offline, id="cpu",
                                 title="Or run an MLX model on this CPU: it works, slowly (a few words a second)")

@@ -7,6 +7,8 @@
 - ``LocalServers``: OpenAI-compatible servers answering on this machine's loopback
   (``providers.local_servers``, probed in a worker), each offered with the model it serves;
   when none answers, which to start and how.
+- ``ModelsOnDisk``: MLX models already on this machine (``hub.local_models``, listed in a
+  worker), each usable for the chat at once; where MLX has no GPU they run slowly on the CPU.
 - ``HermesSettings``: Hermes Agent's compression settings, mapped to ours (``hermes_config``).
 
 A section posts ``SetupChosen`` (changes for the screen to save) or ``SetupDone`` (saved
@@ -310,6 +312,64 @@ class LocalServers(Vertical):
         if self.offer_passes and compression_unset(self.config_path):
             changes.update(local_servers.compression_changes(server, model))
         self.post_message(SetupChosen(changes, f"Chatting with {model} at {server.base_url}"))
+
+
+class ModelsOnDisk(Vertical):
+    """MLX models already downloaded or imported, each a button that makes it the chat model.
+
+    Hidden when there are none. ``cpu``: MLX has no GPU here, so each runs slowly on the CPU."""
+
+    def __init__(self, config_path: Path, *, cpu: bool, id: str | None = None) -> None:
+        super().__init__(id=id, classes="setup-section")
+        self.config_path, self.cpu = config_path, cpu
+        self.models: list[hub.LocalModel] = []
+
+    class Listed(Message):
+        def __init__(self, models: list[hub.LocalModel]) -> None:
+            super().__init__()
+            self.models = models
+
+    def compose(self) -> ComposeResult:
+        where = "on this machine: each runs slowly on the CPU (a few words a second)" if self.cpu else "on this Mac"
+        yield Static(f"MLX models already {where}", classes="setup-title", markup=False)
+        yield Vertical(id="disk-list")
+        yield Static("", id="disk-status", classes="setup-status", markup=False)
+
+    def on_mount(self) -> None:
+        self.display = False
+        self._list()
+
+    @work(thread=True, group="first-run-disk", exit_on_error=False)
+    def _list(self) -> None:
+        try:  # sizes come from walking each model's folder: not on the event loop
+            models = [m for m in hub.local_models(self.config_path) if m.complete]
+        except Exception:  # a cache that cannot be read leaves the other ways open
+            log.exception("cannot list the models on this machine")
+            models = []
+        self.post_message(self.Listed(models))
+
+    @on(Listed)
+    async def _listed(self, event: Listed) -> None:
+        self.models = event.models
+        if not self.models:
+            return
+        await self.query_one("#disk-list", Vertical).mount_all(
+            Button(f"Use {m.name} ({format_bytes(m.size_bytes)})", id=f"disk-{i}", classes="disk-model")
+            for i, m in enumerate(self.models)
+        )
+        self.display = True
+
+    @on(Button.Pressed, ".disk-model")
+    def _chosen(self, event: Button.Pressed) -> None:
+        model = self.models[int((event.button.id or "disk-0").removeprefix("disk-"))]
+        try:
+            result = hub.use_model(model.name, "chat", self.config_path)
+        except (hub.HubError, ConfigError) as exc:
+            line = self.query_one("#disk-status", Static)
+            line.update(str(exc))
+            line.set_class(True, "-error")
+            return
+        self.post_message(SetupDone(f"Using {result.value} for chat" + (f". {result.note}" if result.note else "")))
 
 
 class HermesSettings(Vertical):
