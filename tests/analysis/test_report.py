@@ -551,5 +551,5 @@ def test_hermes_agents_own_batch_lines_are_counted(tmp_path):
                      "total_duration_ms": 9000}),
     ]) + "\n")
     figures = report.summarize(report.read_logs([log]).records)
-    assert figures["batch_compactions"] == {"fired": 2, "failed": 1}
+    assert figures["batch_compactions"] == {"fired": 2, "failed": 1, "nothing_to_absorb": 0}
     assert figures["sessions"] == 1
