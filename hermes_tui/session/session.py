@@ -52,6 +52,7 @@ class Session:
         self.conv = conv
         self.lock = threading.RLock()
         self.turns_completed = 0
+        self.tool_less_noticed = False  # the "runs without tools" notice is given once
         self.last_pass: PassReport | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
