@@ -358,7 +358,10 @@ class AgentTurn:
         if decision.action is Action.DENY:
             return ToolResult.denied(decision.reason)
         if decision.action is Action.ASK:
-            preview = tools.registry.preview(call, tools.context(cancel))
+            # The paths outside that the user is asked about: the preview (which writes
+            # nothing) may read them to show the diff, and the run may use them once allowed.
+            outside = tools.workspace.approver_for(request.outside) if request.outside else None
+            preview = tools.registry.preview(call, tools.context(cancel, outside))
             if isinstance(preview, ToolResult):
                 return preview  # the edit cannot apply: nothing to approve
             answer = self._ask(request, preview, decision.reason, call)
@@ -366,8 +369,7 @@ class AgentTurn:
                 return ToolResult.denied("the user declined this call")
             if repeats >= REPEAT_LIMIT:
                 tools.repeats.reset()
-            if request.outside:
-                approve_outside = tools.workspace.approver_for(request.outside)
+            approve_outside = outside
         return tools.registry.run(call, tools.context(cancel, approve_outside))
 
     def _ask(self, request: ApprovalRequest, preview: str | None, reason: str, call: Call) -> Answer:
