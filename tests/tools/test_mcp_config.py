@@ -1,6 +1,7 @@
 """What an MCP server's config does when it starts, against real servers these tests start
 (tests/support/mcp_server.py over stdio and over streamable HTTP): header values taken from our
-environment reach the HTTP server, and a disabled server is never started until asked."""
+environment reach the HTTP server, a stdio server runs in its ``cwd``, and a disabled server is
+never started until asked."""
 
 from __future__ import annotations
 
@@ -102,3 +103,15 @@ def test_a_disabled_server_is_not_started_or_offered_until_restarted(managers):
     assert manager.wait(timeout=START_S) and manager.state("off").status is ServerStatus.READY
     manager.sync(registry)
     assert "off__read_note" in registry and len(children() - before) == 2
+
+
+def test_a_stdio_server_runs_in_its_cwd_and_a_missing_one_is_a_start_failure(managers, tmp_path):
+    stdio = {"command": sys.executable, "args": [SERVER, "stdio"]}
+    (tmp_path / "here").mkdir()
+    manager = managers({"here": McpServerConfig(**stdio, cwd=str(tmp_path / "here")),
+                        "nowhere": McpServerConfig(**stdio, cwd=str(tmp_path / "missing"))})
+    assert manager.wait(timeout=START_S)
+    seen = json.loads(manager.call("here", "environment", {}).content)
+    assert Path(seen["cwd"]).resolve() == (tmp_path / "here").resolve()
+    state = manager.state("nowhere")
+    assert (state.status, state.reason) == (ServerStatus.FAILED, f"cwd {tmp_path / 'missing'}: no such directory")
