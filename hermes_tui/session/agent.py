@@ -37,7 +37,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError, Usage
+from hermes_tui.chat.client import CANCELLED, NO_TOOLS, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.logs import get_logger
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
 from hermes_tui.session.session import usage_meta
@@ -104,6 +104,9 @@ class AgentListener:
         """A call's result, stored."""
 
     def pass_published(self, report: PassReport) -> None: ...
+
+    def notice(self, text: str) -> None:
+        """Something the user should know once, e.g. that the model runs without tools."""
 
 
 @dataclass
@@ -255,20 +258,26 @@ class AgentTurn:
         extra: dict[str, Any] = {}
         if self.tools is not None:
             self.tools.sync()
-        if self.tools is not None and len(self.tools.registry) and getattr(session.chat, "supports_tools", False):
-            extra["tools"] = self.tools.registry.specs()
+        if self.tools is not None and len(self.tools.registry):
+            if getattr(session.chat, "supports_tools", False):
+                extra["tools"] = self.tools.registry.specs()
+            else:
+                self._tool_less(f"model {getattr(session.chat, 'model_name', '?')} has no tool support: "
+                                "the chat goes on without tools (no reads, commands or edits)")
         parts: list[str] = []
         done: ChatDone | None = None
         stopped = False
         try:
-            for event in session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
-                if isinstance(event, ChatDelta):
-                    parts.append(event.text)
-                    self.listener.text(event.text)
-                elif isinstance(event, ChatDone):
-                    done = event
-                else:
-                    self.listener.tool_delta(event)
+            try:
+                done = self._stream(request, cancel, extra, parts)
+            except ChatError as exc:
+                # The endpoint refused the tools (it said so before any reply): the same
+                # request again without them, as the client now expects.
+                if exc.kind != NO_TOOLS or "tools" not in extra or parts:
+                    raise
+                self._tool_less(str(exc))
+                del extra["tools"]
+                done = self._stream(request, cancel, extra, parts)
         except ChatError as exc:
             if exc.kind != CANCELLED:
                 raise
@@ -286,6 +295,24 @@ class AgentTurn:
         session.append(reply)
         self.listener.reply(reply)
         return reply, stopped
+
+    def _stream(self, request: list[dict[str, Any]], cancel: threading.Event, extra: dict[str, Any],
+                parts: list[str]) -> ChatDone | None:
+        done: ChatDone | None = None
+        for event in self.session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
+            if isinstance(event, ChatDelta):
+                parts.append(event.text)
+                self.listener.text(event.text)
+            elif isinstance(event, ChatDone):
+                done = event
+            else:
+                self.listener.tool_delta(event)
+        return done
+
+    def _tool_less(self, text: str) -> None:
+        if not self.session.tool_less_noticed:
+            self.session.tool_less_noticed = True
+            self.listener.notice(text)
 
     def _answer_calls(self, reply: Message, cancel: threading.Event) -> None:
         answered: set[str] = set()
@@ -333,7 +360,10 @@ class AgentTurn:
         if decision.action is Action.DENY:
             return ToolResult.denied(decision.reason)
         if decision.action is Action.ASK:
-            preview = tools.registry.preview(call, tools.context(cancel))
+            # The paths outside that the user is asked about: the preview (which writes
+            # nothing) may read them to show the diff, and the run may use them once allowed.
+            outside = tools.workspace.approver_for(request.outside) if request.outside else None
+            preview = tools.registry.preview(call, tools.context(cancel, outside))
             if isinstance(preview, ToolResult):
                 return preview  # the edit cannot apply: nothing to approve
             answer = self._ask(request, preview, decision.reason, call)
@@ -341,8 +371,7 @@ class AgentTurn:
                 return ToolResult.denied("the user declined this call")
             if repeats >= REPEAT_LIMIT:
                 tools.repeats.reset()
-            if request.outside:
-                approve_outside = tools.workspace.approver_for(request.outside)
+            approve_outside = outside
         return tools.registry.run(call, tools.context(cancel, approve_outside))
 
     def _ask(self, request: ApprovalRequest, preview: str | None, reason: str, call: Call) -> Answer:

@@ -51,6 +51,9 @@ class ActivityPrinter(AgentListener):
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
+    def notice(self, text: str) -> None:
+        print(f"note: {text}", file=self.out, flush=True)
+
     def call_finished(self, call_id: str, name: str, arguments: Any, result: ToolResult,
                       message: Message) -> None:
         outcome = result.status.value

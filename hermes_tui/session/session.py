@@ -60,6 +60,7 @@ class Session:
         self.user_turns = 0  # user messages added by this process: numbers chat requests by turn
         # Context tokens of each chat request (the newest ones), for the occupancy chart.
         self.requests: deque[int] = deque(maxlen=REQUESTS_KEPT)
+        self.tool_less_noticed = False  # the "runs without tools" notice is given once
         self.last_pass: PassReport | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None

@@ -22,7 +22,8 @@ CLI_TIMEOUT_S = 180
 @pytest.fixture
 def scripted_url(tmp_path):
     script = [
-        {"tool_calls": [{"id": "e1", "name": "notes__environment", "arguments": ["{}"]}],
+        {"tool_calls": [{"id": "e1", "name": "notes__environment", "arguments": ["{}"]},
+                        {"id": "p1", "name": "notes__picture", "arguments": ["{}"]}],
          "finish_reason": "tool_calls"},
         {"text": ["the server told me"], "finish_reason": "stop"},
     ]
@@ -72,10 +73,12 @@ mcp_servers:
 
     conn = sqlite3.connect(hermes_home / "state.db")
     try:
-        (content,) = conn.execute("SELECT content FROM messages WHERE role = 'tool'").fetchone()
+        results = dict(conn.execute("SELECT tool_call_id, content FROM messages WHERE role = 'tool'"))
     finally:
         conn.close()
-    reported = json.loads(content)
+    # An image is a placeholder in the transcript, beside the text that came with it.
+    assert results["p1"] == "a red pixel\n[image: image/png, 70 B]"
+    reported = json.loads(results["e1"])
     assert reported["env"].get("NAMED_VARIABLE") == "passed on"
     assert "UNNAMED_SECRET" not in reported["env"]
     # The run stopped its server before it exited (no orphan left running under init).

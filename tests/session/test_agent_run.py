@@ -440,7 +440,7 @@ def test_always_is_stored_per_workspace_and_lets_the_next_call_run(scripted, her
     assert sorted(p.name for p in workspace.iterdir()) == ["one", "two"]
 
 
-def test_stop_while_the_model_streams_keeps_the_transcript_valid(scripted, hermes_home, tmp_path):
+def test_stop_after_a_result_ends_the_turn_before_the_next_model_call(scripted, hermes_home, tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
     server = scripted([calls(call("list_dir", "l1", path=".")), answer("never sent")])

@@ -2,7 +2,7 @@
 ``python mcp_server.py http PORT`` (streamable HTTP on 127.0.0.1, served by uvicorn).
 
 Tools: a read tool, one that fails, a slow one, a large result, an image, the server's
-environment and pid, one that kills the server in the middle of a call and one
+environment, pid and working folder, the HTTP request's headers, one that kills the server in the middle of a call and one
 that exits a moment after it answers.
 """
 
@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ImageContent, ToolAnnotations
 
 # A 1x1 PNG.
@@ -54,7 +54,13 @@ def picture() -> list:
 
 @server.tool(description="The server's environment.", annotations=ToolAnnotations(read_only_hint=True))
 def environment() -> dict:
-    return {"pid": os.getpid(), "env": dict(os.environ)}
+    return {"pid": os.getpid(), "cwd": os.getcwd(), "env": dict(os.environ)}
+
+
+@server.tool(description="The headers of the HTTP request carrying this call (none over stdio).",
+             annotations=ToolAnnotations(read_only_hint=True))
+def request_headers(ctx: Context) -> dict:
+    return {"headers": dict(ctx.headers or {})}
 
 
 @server.tool(description="Exits the server in the middle of the call.")
