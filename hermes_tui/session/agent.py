@@ -16,7 +16,8 @@ store (our database, per workspace); "this session" rules live in memory.
 
 Compaction: each completed exchange is counted by the one rule
 (``Session.exchange_completed``); a due pass is planned in the background
-(``chat.passes``) and published before the next model call. The loop waits for a pass
+(``session.passes``) and published before the next model call. Every model call goes
+through the session's guard (``session.fit``): the loop waits for passes, and compacts,
 only when the next request would not fit the window.
 
 Runs in a worker thread; the listener's hooks are called from that thread.
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.logs import get_logger
+from hermes_tui.session.fit import FitListener
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
 from hermes_tui.session.session import usage_meta
 from hermes_tui.tools.approval import (
@@ -52,7 +54,7 @@ from hermes_tui.tools.approval import (
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import Workspace
-from hermes_tui.transcript import Message, wire_view
+from hermes_tui.transcript import Message
 
 if TYPE_CHECKING:
     from hermes_tui.compaction.engine import PassReport
@@ -79,8 +81,9 @@ class Answer(str, Enum):
 Ask = Callable[[ApprovalRequest, "str | None", str], Answer]
 
 
-class AgentListener:
-    """What the UI (or the headless printer) hears from a turn. Every hook is optional."""
+class AgentListener(FitListener):
+    """What the UI (or the headless printer) hears from a turn. Every hook is optional
+    (``compacting`` / ``compacted``: the guard before a model call, ``FitListener``)."""
 
     def step_started(self, step: int) -> None: ...
 
@@ -210,7 +213,6 @@ class AgentTurn:
         reply: Message | None = None
         for step in range(1, self.max_steps + 1):
             self.passes.publish_ready()
-            self._make_room()
             self.listener.step_started(step)
             stepped = self._model_step(cancel)
             if stepped is None:  # stopped before any text: nothing to keep
@@ -231,16 +233,15 @@ class AgentTurn:
     def _model_step(self, cancel: threading.Event) -> tuple[Message, bool] | None:
         """One model call: the assistant message, stored, and whether it was stopped."""
         session = self.session
-        with session.lock:
-            request = wire_view(session.conv.messages)
-        extra: dict[str, Any] = {}
+        tools = None
         if self.tools is not None and len(self.tools.registry) and getattr(session.chat, "supports_tools", False):
-            extra["tools"] = self.tools.registry.specs()
+            tools = self.tools.registry.specs()
         parts: list[str] = []
         done: ChatDone | None = None
         stopped = False
         try:
-            for event in session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
+            for event in session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=tools,
+                                            listener=self.listener, settle=self.passes.settle):
                 if isinstance(event, ChatDelta):
                     parts.append(event.text)
                     self.listener.text(event.text)
@@ -346,17 +347,3 @@ class AgentTurn:
             self.passes.request(MICRO)
         elif self.session.compactor.settings.enabled and self.session.over_threshold():
             self.passes.request(BATCH)
-
-    def _make_room(self) -> None:
-        """Wait for compaction only when the next request would not fit the window."""
-        window = self.session.compactor.ctx.window
-        if window.limit is None:
-            return
-        cap = self.max_tokens or getattr(self.session.chat, "max_tokens", 0) or 0
-        if self.session.conv.total_tokens + cap <= window.limit:
-            return
-        self.passes.settle()
-        if self.session.conv.total_tokens + cap > window.limit and self.session.compactor.settings.enabled:
-            self.passes.request(BATCH)
-            self.passes.settle()
-

@@ -26,8 +26,9 @@ from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import get_logger
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
+from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.store import SessionInfo, Store, StoreError
-from hermes_tui.transcript import Message, wire_view
+from hermes_tui.transcript import Message
 
 log = get_logger("session")
 
@@ -55,6 +56,7 @@ class Session:
         self.last_pass: PassReport | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
+        self.fit = FitState()
         self._in_flight = 0
         self._pass_due = False
         self._closing: bool | None = False  # None once the lease is given up
@@ -107,6 +109,14 @@ class Session:
 
         self._resolver = ContextLimitResolver().start(self.config.model, resolved)
 
+    def wait_for_window(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a window being resolved; whether it is known now."""
+        if self._resolver is not None and self.compactor.ctx.window.limit is None:
+            limit = self._resolver.wait(timeout)
+            if limit is not None and self.compactor.ctx.window.limit is None:
+                self._set_limit(limit)  # its callback may still be on its way
+        return self.compactor.ctx.window.limit is not None
+
     def _set_limit(self, limit: ContextLimit) -> None:
         self.compactor.ctx.window.limit = limit.tokens
         self.context_source = limit.source
@@ -121,7 +131,7 @@ class Session:
 
     def reply(
         self, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-        max_tokens: int | None = None,
+        max_tokens: int | None = None, listener: FitListener | None = None,
     ) -> TurnResult:
         """Stream the reply (``max_tokens`` None: the chat client's cap, ``model.max_tokens``)
         and keep it in the transcript and the store.
@@ -131,14 +141,15 @@ class Session:
         pass only after a turn that finishes normally. Stopped before any text (or only
         whitespace): nothing is kept and the CANCELLED ChatError is raised, like every
         other failure.
+
+        The request is guarded (``session.fit``): one that would not fit the window is
+        compacted first (``listener`` hears it) and never sent too large.
         """
-        with self.lock:
-            request = wire_view(self.conv.messages)
         done: ChatDone | None = None
         parts: list[str] = []
         stopped = False
         try:
-            for event in self.chat.stream(request, max_tokens=max_tokens, cancel=cancel):
+            for event in self.model_call(max_tokens=max_tokens, cancel=cancel, listener=listener):
                 if isinstance(event, ChatDelta):
                     parts.append(event.text)
                     if on_delta:
@@ -162,6 +173,14 @@ class Session:
                 self.turns_completed += 1
                 self.exchange_completed()
         return TurnResult(reply, done, stopped)
+
+    def model_call(
+        self, *, max_tokens: int | None, cancel: threading.Event | None, tools: list[dict] | None = None,
+        listener: FitListener | None = None, settle: Callable[[], None] | None = None,
+    ):
+        """The one way to the model: the transcript, guarded (``session.fit.guarded_stream``)."""
+        return guarded_stream(self, max_tokens=max_tokens, cancel=cancel, tools=tools, listener=listener,
+                              settle=settle)
 
     def append(self, message: Message) -> None:
         """Keep one finished message: in the transcript and, at once, in the store."""

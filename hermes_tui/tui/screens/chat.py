@@ -38,6 +38,7 @@ from hermes_tui.transcript import Message
 from hermes_tui.tui import commands
 from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
+from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting, PostFit
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
 from hermes_tui.tui.widgets.message_views import (
@@ -159,6 +160,7 @@ class ChatScreen(Screen):
         self.last_outcome: str | None = None
         self._failure_shown: str | None = None  # the pass failure last told, so a repeat is not told each turn
         self._spinner: Timer | None = None
+        self._guard_compacting = False  # the guard compacts before the reply's request
 
     @property
     def hermes(self) -> ChatHost:
@@ -221,7 +223,7 @@ class ChatScreen(Screen):
             occupancy_pct=usage["occupancy_pct"],
             passes=usage["passes"],
             tokens_saved=usage["tokens_saved"],
-            activity=self.compaction or "",
+            activity=self.compaction or (BATCH if self._guard_compacting else ""),
             waiting=waiting,
             replying=self.replying,
             last_outcome=self.last_outcome,
@@ -231,7 +233,7 @@ class ChatScreen(Screen):
         bar = self.query_one(StatusBar)
         bar.show(self.status_info())
         if self._spinner is not None:
-            if self.replying or self.compaction:
+            if self.replying or self.compaction or self._guard_compacting:
                 self._spinner.resume()
             else:
                 self._spinner.pause()
@@ -299,7 +301,7 @@ class ChatScreen(Screen):
                 _name_after(session, text)
             turn = session.reply(
                 on_delta=lambda piece: post(ReplyDelta(reply_view, piece)) and None,
-                cancel=cancel, max_tokens=max_tokens,
+                cancel=cancel, max_tokens=max_tokens, listener=PostFit(post),
             )
         except (ChatError, StoreError) as exc:
             log.warning("reply failed: %s: %s", type(exc).__name__, exc)
@@ -311,6 +313,28 @@ class ChatScreen(Screen):
             post(ReplyDone(reply_view, turn))
         finally:
             session.end_work()
+
+    @on(GuardCompacting)
+    async def _guard_compacting_started(self, event: GuardCompacting) -> None:
+        self._guard_compacting = True
+        self.refresh_status()
+        model = getattr(self.session.chat, "model_name", "") or "the chat model"
+        await self.note(f"This message cannot be sent as it is: {event.size.describe(model)}. Compacting the "
+                        "conversation first.", title="Compacting before sending", severity="warning")
+
+    @on(GuardCompacted)
+    async def _guard_compacting_done(self, event: GuardCompacted) -> None:
+        self._guard_compacting = False
+        report = event.report
+        self.last_outcome = report.outcome if report is not None else "error"
+        with self.session.lock:
+            messages = list(self.session.conv.messages)
+        await self.messages.sync(messages)
+        if event.size.fits and report is not None:
+            fields = report.fields
+            await self.note(f"Compacted: {fields.get('tokens_before', 0):,} → {fields.get('tokens_after', 0):,} "
+                            "tokens; sending now.")
+        self.refresh_status()
 
     @on(UserStored)
     def _user_stored(self, event: UserStored) -> None:
