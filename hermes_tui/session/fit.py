@@ -201,4 +201,6 @@ def _what_it_did(report: PassReport | None) -> str:
     fields = report.fields
     if report.outcome == "compressed":
         return f"{fields.get('tokens_before', 0):,} → {fields.get('tokens_after', 0):,} tokens"
+    if report.outcome == "nothing_to_absorb":
+        return "nothing more could be compacted"
     return f"{report.outcome}: {report.detail}" if report.detail else report.outcome

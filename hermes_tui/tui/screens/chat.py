@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.message import Message as UIMessage
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
@@ -301,7 +302,7 @@ class ChatScreen(Screen):
                 _name_after(session, text)
             turn = session.reply(
                 on_delta=lambda piece: post(ReplyDelta(reply_view, piece)) and None,
-                cancel=cancel, max_tokens=max_tokens, listener=PostFit(post),
+                cancel=cancel, max_tokens=max_tokens, listener=PostFit(post, reply_view),
             )
         except (ChatError, StoreError) as exc:
             log.warning("reply failed: %s: %s", type(exc).__name__, exc)
@@ -320,7 +321,8 @@ class ChatScreen(Screen):
         self.refresh_status()
         model = getattr(self.session.chat, "model_name", "") or "the chat model"
         await self.note(f"This message cannot be sent as it is: {event.size.describe(model)}. Compacting the "
-                        "conversation first.", title="Compacting before sending", severity="warning")
+                        "conversation first.", title="Compacting before sending", severity="warning",
+                        before=event.view)
 
     @on(GuardCompacted)
     async def _guard_compacting_done(self, event: GuardCompacted) -> None:
@@ -333,7 +335,7 @@ class ChatScreen(Screen):
         if event.size.fits and report is not None:
             fields = report.fields
             await self.note(f"Compacted: {fields.get('tokens_before', 0):,} → {fields.get('tokens_after', 0):,} "
-                            "tokens; sending now.")
+                            "tokens; sending now.", before=event.view)
         self.refresh_status()
 
     @on(UserStored)
@@ -519,9 +521,13 @@ class ChatScreen(Screen):
 
     # --- notes and slash commands ----------------------------------------------------------
     async def note(self, text: str, *, title: str = "", severity: str = "information",
-                   markdown: bool = False) -> InfoNote:
+                   markdown: bool = False, before: Widget | None = None) -> InfoNote:
+        """A note at the end, or ``before`` a view still shown (the reply it is about)."""
         view = InfoNote(text, title=title, severity=severity, markdown=markdown)
-        await self.messages.add(view)
+        if before is not None and before.parent is self.messages:
+            await self.messages.mount(view, before=before)
+        else:
+            await self.messages.add(view)
         return view
 
     def action_slash(self, text: str) -> None:
