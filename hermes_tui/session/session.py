@@ -28,6 +28,7 @@ from hermes_tui.logs import get_logger
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.store import SessionInfo, Store, StoreError
+from hermes_tui.store.counters import save_counters
 from hermes_tui.transcript import Message
 
 log = get_logger("session")
@@ -57,6 +58,8 @@ class Session:
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
         self.fit = FitState()
+        state = compactor.state
+        self._stored_counters = (state.passes_total, state.tokens_saved_total)
         self._in_flight = 0
         self._pass_due = False
         self._closing: bool | None = False  # None once the lease is given up
@@ -241,6 +244,7 @@ class Session:
         with self.lock:
             report = self.compactor.publish(self.conv, result, self._persist)
             self.last_pass = report
+            self._keep_counters()
             return report
 
     def finalize_turn(self) -> list[PassReport]:
@@ -249,7 +253,20 @@ class Session:
             reports = self.compactor.finalize_turn(self.conv, self._persist)
             if reports:
                 self.last_pass = reports[-1]
+                self._keep_counters()
             return reports
+
+    def _keep_counters(self) -> None:
+        """Store the counters when a pass moved them (a failed pass leaves no marker to carry them)."""
+        state = self.compactor.state
+        counters = (state.passes_total, state.tokens_saved_total)
+        if counters == self._stored_counters:
+            return
+        try:
+            save_counters(self.store, self.info.id, *counters)
+            self._stored_counters = counters
+        except StoreError as exc:  # the marker still carries what it carried
+            log.warning("cannot store the compaction counters of session %s: %s", self.info.id, exc)
 
     def plan_compress(self, focus: str | None = None) -> PassResult:
         """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.
