@@ -5,7 +5,7 @@ for each step of an agent turn) go through ``guarded_stream``. Before the reques
 sent, its size (the transcript, the tools' schema and the reply budget, which is the
 call's ``max_tokens``, else ``model.max_tokens``) is checked against the window:
 
-* it fits: it is sent;
+* it fits: it is sent (a reply budget of more than half the window counts as half);
 * it does not: the listener hears ``compacting`` (the UI shows it), passes in flight are
   settled, then batch compaction runs now; ``compacted`` reports what it did. If the
   request then fits it is sent, else nothing is sent and ``ContextTooLarge`` says what
@@ -105,8 +105,12 @@ def request_size(session: Session, tools: list[dict[str, Any]] | None, reply: in
     tool_tokens = counter.count_text(json.dumps(tools, ensure_ascii=False)) if tools else 0
     with session.lock:
         messages = session.conv.total_tokens
-    return RequestSize(round(messages * scale), round(tool_tokens * scale), reply,
-                       session.compactor.ctx.window.limit)
+    limit = session.compactor.ctx.window.limit
+    if limit:
+        # A cap past half the window is reserved as half: more could never be generated
+        # with any conversation before it, and the model stops at the window's end anyway.
+        reply = min(reply, limit // 2)
+    return RequestSize(round(messages * scale), round(tool_tokens * scale), reply, limit)
 
 
 def guarded_stream(
