@@ -137,6 +137,8 @@ def guarded_stream(
         except ChatError as exc:
             if exc.kind != CONTEXT_EXCEEDED or started or retried or isinstance(exc, ContextTooLarge):
                 raise
+            if not session.compactor.settings.enabled:
+                raise  # nothing could make it smaller: the server's own words say why
             retried = True
             log.warning("the server refused a request of %s tokens as too large: compacting and retrying once",
                         sent.needed)
@@ -152,7 +154,7 @@ def learn(session: Session, exc: ChatError, sent: RequestSize) -> None:
     window = session.compactor.ctx.window
     if overflow.context_limit and (window.limit is None or overflow.context_limit < window.limit):
         window.limit = overflow.context_limit
-        session.context_source = "server (its rejection)"
+        session.context_source = "server refusal"
     if overflow.prompt_tokens and sent.prompt:
         # The server counts the prompt alone or with the reply; either way it is at least this much.
         ours = sent.prompt / session.fit.count_scale
