@@ -140,8 +140,8 @@ def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, s
         if not url:  # the guard's own: nothing was sent, and the message says what to do
             return message.rstrip("."), "Start a new session (Ctrl+N) or choose a model with a larger window (/model)."
         return (
-            f"{server} refused the request as too large for the model's context window, even after compacting "
-            f"and retrying. {message.split('The server said: ', 1)[-1]}",
+            f"{server} refused the request as too large for the model's context window (a compacted retry "
+            f"too, when compaction is on). The server said: {message.split('The server said: ', 1)[-1]}",
             "Start a new session (Ctrl+N), choose a model with a larger window (/model), or start the server "
             "with a larger context (llama-server -c, vLLM --max-model-len, Ollama num_ctx, LM Studio's context length).",
         )
