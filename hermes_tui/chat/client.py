@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ModelConfig
+from ..providers.context_overflow import Overflow
 from ..providers.failures import (
+    CONTEXT_EXCEEDED,
     HTTP_4XX,
     HTTP_5XX,
     MALFORMED,
@@ -44,6 +46,7 @@ DEFAULT_MAX_TOKENS: int = ModelConfig.model_fields["max_tokens"].default
 
 __all__ = [
     "CANCELLED",
+    "CONTEXT_EXCEEDED",
     "DEFAULT_MAX_TOKENS",
     "HTTP_4XX",
     "HTTP_5XX",
@@ -65,11 +68,14 @@ __all__ = [
 
 
 class ChatError(Exception):
-    """A chat call that failed; ``kind`` is one of the kind constants above."""
+    """A chat call that failed; ``kind`` is one of the kind constants above.
 
-    def __init__(self, kind: str, message: str):
+    ``overflow``: for ``CONTEXT_EXCEEDED`` from a server, what it said (its figures)."""
+
+    def __init__(self, kind: str, message: str, overflow: Overflow | None = None):
         super().__init__(message)
         self.kind = kind
+        self.overflow = overflow
 
 
 @dataclass

@@ -25,6 +25,7 @@ from hermes_tui.compaction.state import (
     ERROR,
     EXCHANGE_SKIPPED,
     MAX_CONSECUTIVE_FAILURES,
+    NOTHING_TO_ABSORB,
     SKIPPED_FLAG,
     STALE,
     STORE_FAILED,
@@ -100,6 +101,12 @@ def pass_cost(stats: dict[str, Any], duration_ms: int | None) -> dict[str, Any]:
         "prompt_tps": _rounded(stats.get("prompt_tps")),
         "generation_tps": _rounded(stats.get("generation_tps")),
     }
+
+
+def counts_as_pass(result: PassResult) -> bool:
+    """A micro pass that found something to work on, as Hermes counts its passes: one that
+    found nothing to absorb did no work and is not counted (it still logs its line)."""
+    return result.kind == MICRO and result.outcome != NOTHING_TO_ABSORB
 
 
 def _rounded(value: float | None) -> float | None:
@@ -186,7 +193,7 @@ class Compactor:
                 saved = removed - count_message(conv.counter, result.splice.marker)
                 state = state.evolve(tokens_saved_total=state.tokens_saved_total + saved)
                 result.splice.marker.meta["tokens_saved_total"] = state.tokens_saved_total
-            if result.kind == MICRO:
+            if counts_as_pass(result):
                 state = state.evolve(passes_total=state.passes_total + 1)
             if persist is not None and (result.splice is not None or result.skipped):
                 persist(result)
@@ -195,13 +202,12 @@ class Compactor:
             if result.splice is not None:
                 conv.apply(result.splice)
             self.state = state
-        except StaleSplice:
+        except StaleSplice:  # dropped unseen and planned again: not a pass of its own
             outcome, failure = STALE, None
-            self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
         except Exception as exc:  # noqa: BLE001 - the store refused: nothing is published
             log.error("compaction store write failed (%s: %s); the transcript is unchanged", type(exc).__name__, exc)
             outcome, failure = STORE_FAILED, type(exc).__name__
-            self.state = self.state.evolve(passes_total=self.state.passes_total + (result.kind == MICRO))
+            self.state = self.state.evolve(passes_total=self.state.passes_total + counts_as_pass(result))
         fields = self._telemetry(result, outcome, failure, messages_before, tokens_before, conv, started)
         detail = result.detail if outcome == result.outcome else None
         notice = None

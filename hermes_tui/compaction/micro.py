@@ -164,16 +164,18 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     except SummarizerError as exc:
         return _failed(state, exchange, stats, exc.kind, end, detail=failure_detail(exc))
     stats.update(_usage(completion))
+    # A first pass also pays for the marker's scaffolding: a summary that, with it, is larger
+    # than what it replaces would make the context grow, and is rejected like any grown one.
+    scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
     new_body, model_facts, model_tokens, problem = _read_reply(
-        ctx, completion, body, exchange_tokens=exchange_tokens, replaced_tokens=replaced_tokens
+        ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=replaced_tokens - scaffold
     )
     if problem:
         return _failed(state, exchange, stats, problem, end)
 
     # What the guard may spend: the pass keeps at least half of what it would save with
-    # the model's summary alone (a first pass also pays for the marker's scaffolding), so
-    # the guard never turns a pass that saves tokens into one that costs them.
-    scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
+    # the model's summary alone, so the guard never turns a pass that saves tokens into one
+    # that costs them.
     model_saving = replaced_tokens - scaffold - model_tokens
     keep_saving = math.ceil(min(max(0, model_saving), exchange_tokens) / 2)
     limit = replaced_tokens - scaffold - keep_saving - ctx.counter.count_text(new_body)
@@ -199,7 +201,8 @@ def _read_reply(
 
     Merge: the reply is the new summary, and may not be larger than the summary and
     exchange it replaces. Append: the reply holds the new lines only, appended to the
-    body; the new lines may not be larger than the exchange.
+    body; the new lines may not be larger than the exchange. (The caller takes a first
+    pass's marker scaffolding off both budgets.)
     """
     text = redact(checks.clean_summary(completion.text))
     if ctx.mode == APPEND:

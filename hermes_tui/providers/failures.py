@@ -10,3 +10,4 @@ HTTP_4XX = "http_4xx"        # the server rejected the request (bad model name, 
 HTTP_5XX = "http_5xx"        # the server failed
 MALFORMED = "malformed"      # a reply that is not a chat completion
 UNAVAILABLE = "unavailable"  # the backend cannot run here (missing model, missing package)
+CONTEXT_EXCEEDED = "context_exceeded"  # the request does not fit the model's context window

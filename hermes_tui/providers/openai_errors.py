@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the SDK takes seconds to import: the callers import it when they call
     import openai
 
-from .failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
+from .context_overflow import Overflow, recognise
+from .failures import CONTEXT_EXCEEDED, HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
 # How much of a server's error text goes into a one-line message.
 MAX_ERROR_TEXT = 160
+# The server's words about an overflow are the cause the user needs: kept whole, figures and all.
+MAX_OVERFLOW_TEXT = 400
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ def post_chat_completions(client: openai.OpenAI, body: dict[str, Any], *, stream
 def status_failure(endpoint: Endpoint, exc: openai.APIStatusError) -> tuple[str, str]:
     """Kind and message for an HTTP error reply (status >= 400)."""
     status = exc.status_code
+    overflow = status_overflow(exc)
+    if overflow is not None:
+        return CONTEXT_EXCEEDED, overflow_message(endpoint, overflow, f"HTTP {status}")
     detail = error_text(exc.body)
     detail = f": {detail}" if detail else ""
     if status >= 500:
@@ -84,6 +90,22 @@ def status_failure(endpoint: Endpoint, exc: openai.APIStatusError) -> tuple[str,
         HTTP_4XX,
         f"{endpoint.what} {endpoint.base_url} rejected the request with HTTP {status}"
         f"{detail} ({hint})",
+    )
+
+
+def status_overflow(exc: openai.APIStatusError) -> Overflow | None:
+    """The context overflow an error reply reports, if that is what it reports."""
+    body = exc.body
+    words = body.get("message") if isinstance(body, dict) else body
+    text = words if isinstance(words, str) and words.strip() else f"{error_text(body)} {exc.message}"
+    return recognise(text, body)
+
+
+def overflow_message(endpoint: Endpoint, overflow: Overflow, how: str) -> str:
+    """One line: the server's own words (with its figures), and what they mean."""
+    return (
+        f"{endpoint.what} {endpoint.base_url} refused the request ({how}): it does not fit the model's "
+        f"context window. The server said: {one_line(overflow.text, MAX_OVERFLOW_TEXT)}"
     )
 
 

@@ -20,7 +20,8 @@ tools are offered from the first request after it is up.
 
 Compaction: each completed exchange is counted by the one rule
 (``Session.exchange_completed``); a due pass is planned in the background
-(``chat.passes``) and published before the next model call. The loop waits for a pass
+(``session.passes``) and published before the next model call. Every model call goes
+through the session's guard (``session.fit``): the loop waits for passes, and compacts,
 only when the next request would not fit the window.
 
 Runs in a worker thread; the listener's hooks are called from that thread.
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import CANCELLED, NO_TOOLS, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.logs import get_logger
+from hermes_tui.session.fit import FitListener
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
 from hermes_tui.session.session import usage_meta
 from hermes_tui.tools.approval import (
@@ -56,7 +58,7 @@ from hermes_tui.tools.approval import (
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import Workspace
-from hermes_tui.transcript import Message, wire_view
+from hermes_tui.transcript import Message
 
 if TYPE_CHECKING:
     from hermes_tui.compaction.engine import PassReport
@@ -84,8 +86,9 @@ class Answer(str, Enum):
 Ask = Callable[[ApprovalRequest, "str | None", str], Answer]
 
 
-class AgentListener:
-    """What the UI (or the headless printer) hears from a turn. Every hook is optional."""
+class AgentListener(FitListener):
+    """What the UI (or the headless printer) hears from a turn. Every hook is optional
+    (``compacting`` / ``compacted``: the guard before a model call, ``FitListener``)."""
 
     def step_started(self, step: int) -> None: ...
 
@@ -231,7 +234,6 @@ class AgentTurn:
         reply: Message | None = None
         for step in range(1, self.max_steps + 1):
             self.passes.publish_ready()
-            self._make_room()
             self.listener.step_started(step)
             stepped = self._model_step(cancel)
             if stepped is None:  # stopped before any text: nothing to keep
@@ -252,9 +254,6 @@ class AgentTurn:
     def _model_step(self, cancel: threading.Event) -> tuple[Message, bool] | None:
         """One model call: the assistant message, stored, and whether it was stopped."""
         session = self.session
-        with session.lock:
-            request = wire_view(session.conv.messages)
-            context_tokens = session.conv.total_tokens
         extra: dict[str, Any] = {}
         if self.tools is not None:
             self.tools.sync()
@@ -269,7 +268,7 @@ class AgentTurn:
         stopped = False
         try:
             try:
-                done = self._stream(request, cancel, extra, parts)
+                done = self._stream(cancel, extra, parts)
             except ChatError as exc:
                 # The endpoint refused the tools (it said so before any reply): the same
                 # request again without them, as the client now expects.
@@ -277,7 +276,7 @@ class AgentTurn:
                     raise
                 self._tool_less(str(exc))
                 del extra["tools"]
-                done = self._stream(request, cancel, extra, parts)
+                done = self._stream(cancel, extra, parts)
         except ChatError as exc:
             if exc.kind != CANCELLED:
                 raise
@@ -286,7 +285,7 @@ class AgentTurn:
             # Calls cut off mid-stream are dropped with the stream: only the text is kept.
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
-        session.record_request(context_tokens, done)
+        session.record_request(session.context_tokens(), done)
         meta: dict[str, Any] = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
@@ -296,10 +295,11 @@ class AgentTurn:
         self.listener.reply(reply)
         return reply, stopped
 
-    def _stream(self, request: list[dict[str, Any]], cancel: threading.Event, extra: dict[str, Any],
-                parts: list[str]) -> ChatDone | None:
+    def _stream(self, cancel: threading.Event, extra: dict[str, Any], parts: list[str]) -> ChatDone | None:
+        """One guarded model call (``Session.model_call``): text and call pieces to the listener."""
         done: ChatDone | None = None
-        for event in self.session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
+        for event in self.session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=extra.get("tools"),
+                                             listener=self.listener, settle=self.passes.settle):
             if isinstance(event, ChatDelta):
                 parts.append(event.text)
                 self.listener.text(event.text)
@@ -397,17 +397,3 @@ class AgentTurn:
             self.passes.request(MICRO)
         elif self.session.compactor.settings.enabled and self.session.over_threshold():
             self.passes.request(BATCH)
-
-    def _make_room(self) -> None:
-        """Wait for compaction only when the next request would not fit the window."""
-        window = self.session.compactor.ctx.window
-        if window.limit is None:
-            return
-        cap = self.max_tokens or getattr(self.session.chat, "max_tokens", 0) or 0
-        if self.session.conv.total_tokens + cap <= window.limit:
-            return
-        self.passes.settle()
-        if self.session.conv.total_tokens + cap > window.limit and self.session.compactor.settings.enabled:
-            self.passes.request(BATCH)
-            self.passes.settle()
-

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config
 from hermes_tui.session.agent import (
     COMPLETED,
@@ -28,6 +29,7 @@ from hermes_tui.session.agent import (
     AgentTurn,
     Tools,
 )
+from hermes_tui.session.fit import RequestSize
 from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.session.wiring import make_tools, start_mcp
 from hermes_tui.store import Store
@@ -46,13 +48,27 @@ class RunOutcome:
 
 
 class ActivityPrinter(AgentListener):
-    """One line per tool call: tool, arguments, outcome, size, duration."""
+    """One line per tool call: tool, arguments, outcome, size, duration; one line when the
+    guard compacts before a request, and one for what it did."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
     def notice(self, text: str) -> None:
         print(f"note: {text}", file=self.out, flush=True)
+
+    def compacting(self, size: RequestSize) -> None:
+        print(f"compacting: {size.describe()}; compacting before the request", file=self.out, flush=True)
+
+    def compacted(self, report: PassReport | None, size: RequestSize) -> None:
+        if report is None:
+            line = "compaction failed (see the log)"
+        else:
+            fields = report.fields
+            line = (f"compacted ({report.outcome}): {fields.get('tokens_before', 0):,} -> "
+                    f"{fields.get('tokens_after', 0):,} tokens; the request "
+                    f"{'fits' if size.fits else 'still does not fit'} ({size.needed:,} of {size.limit or 0:,})")
+        print(line, file=self.out, flush=True)
 
     def call_finished(self, call_id: str, name: str, arguments: Any, result: ToolResult,
                       message: Message) -> None:

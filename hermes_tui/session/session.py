@@ -28,8 +28,10 @@ from hermes_tui.conversation import Conversation
 from hermes_tui.logs import get_logger
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.session import chat_telemetry
+from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.store import SessionInfo, Store, StoreError
-from hermes_tui.transcript import Message, wire_view
+from hermes_tui.store.counters import save_counters
+from hermes_tui.transcript import Message
 
 log = get_logger("session")
 
@@ -64,6 +66,9 @@ class Session:
         self.last_pass: PassReport | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
+        self.fit = FitState()
+        state = compactor.state
+        self._stored_counters = (state.passes_total, state.tokens_saved_total)
         self._in_flight = 0
         self._pass_due = False
         self._closing: bool | None = False  # None once the lease is given up
@@ -116,6 +121,14 @@ class Session:
 
         self._resolver = ContextLimitResolver().start(self.config.model, resolved)
 
+    def wait_for_window(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a window being resolved; whether it is known now."""
+        if self._resolver is not None and self.compactor.ctx.window.limit is None:
+            limit = self._resolver.wait(timeout)
+            if limit is not None and self.compactor.ctx.window.limit is None:
+                self._set_limit(limit)  # its callback may still be on its way
+        return self.compactor.ctx.window.limit is not None
+
     def _set_limit(self, limit: ContextLimit) -> None:
         self.compactor.ctx.window.limit = limit.tokens
         self.context_source = limit.source
@@ -131,7 +144,7 @@ class Session:
 
     def reply(
         self, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-        max_tokens: int | None = None,
+        max_tokens: int | None = None, listener: FitListener | None = None,
     ) -> TurnResult:
         """Stream the reply (``max_tokens`` None: the chat client's cap, ``model.max_tokens``)
         and keep it in the transcript and the store.
@@ -141,15 +154,15 @@ class Session:
         pass only after a turn that finishes normally. Stopped before any text (or only
         whitespace): nothing is kept and the CANCELLED ChatError is raised, like every
         other failure.
+
+        The request is guarded (``session.fit``): one that would not fit the window is
+        compacted first (``listener`` hears it) and never sent too large.
         """
-        with self.lock:
-            request = wire_view(self.conv.messages)
-            context_tokens = self.conv.total_tokens
         done: ChatDone | None = None
         parts: list[str] = []
         stopped = False
         try:
-            for event in self.chat.stream(request, max_tokens=max_tokens, cancel=cancel):
+            for event in self.model_call(max_tokens=max_tokens, cancel=cancel, listener=listener):
                 if isinstance(event, ChatDelta):
                     parts.append(event.text)
                     if on_delta:
@@ -162,7 +175,7 @@ class Session:
             # The provider reports no usage for a cancelled call: none is recorded (never a guess).
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
-        self.record_request(context_tokens, done)
+        self.record_request(self.context_tokens(), done)
         meta: dict = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
@@ -174,6 +187,12 @@ class Session:
                 self.turns_completed += 1
                 self.exchange_completed()
         return TurnResult(reply, done, stopped)
+
+    def context_tokens(self) -> int:
+        """The transcript's size now: what the request just sent held (the guard compacts before
+        sending; nothing is published while a reply streams)."""
+        with self.lock:
+            return self.conv.total_tokens
 
     def record_request(self, context_tokens: int, done: ChatDone) -> None:
         """One chat request done: its telemetry line (prompt, cached and prefilled tokens) and
@@ -188,6 +207,14 @@ class Session:
             threshold_tokens=window.threshold_tokens if window.limit else None, context_limit=window.limit,
             main_model=self.config.model.model or None,
         ))
+
+    def model_call(
+        self, *, max_tokens: int | None, cancel: threading.Event | None, tools: list[dict] | None = None,
+        listener: FitListener | None = None, settle: Callable[[], None] | None = None,
+    ):
+        """The one way to the model: the transcript, guarded (``session.fit.guarded_stream``)."""
+        return guarded_stream(self, max_tokens=max_tokens, cancel=cancel, tools=tools, listener=listener,
+                              settle=settle)
 
     def append(self, message: Message) -> None:
         """Keep one finished message: in the transcript and, at once, in the store."""
@@ -248,6 +275,7 @@ class Session:
         with self.lock:
             report = self.compactor.publish(self.conv, result, self._persist)
             self.last_pass = report
+            self._keep_counters()
             return report
 
     def finalize_turn(self) -> list[PassReport]:
@@ -256,7 +284,20 @@ class Session:
             reports = self.compactor.finalize_turn(self.conv, self._persist)
             if reports:
                 self.last_pass = reports[-1]
+                self._keep_counters()
             return reports
+
+    def _keep_counters(self) -> None:
+        """Store the counters when a pass moved them (a failed pass leaves no marker to carry them)."""
+        state = self.compactor.state
+        counters = (state.passes_total, state.tokens_saved_total)
+        if counters == self._stored_counters:
+            return
+        try:
+            save_counters(self.store, self.info.id, *counters)
+            self._stored_counters = counters
+        except StoreError as exc:  # the marker still carries what it carried
+            log.warning("cannot store the compaction counters of session %s: %s", self.info.id, exc)
 
     def plan_compress(self, focus: str | None = None) -> PassResult:
         """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.

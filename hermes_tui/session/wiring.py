@@ -135,6 +135,7 @@ def open_session(
     from hermes_tui.compaction.window import head_end
     from hermes_tui.conversation import Conversation
     from hermes_tui.session.session import Session
+    from hermes_tui.store.counters import load_counters
 
     counter = make_counter(config)
     chat = chat or make_chat_client(config.model)
@@ -152,6 +153,10 @@ def open_session(
         # Now rather than at the first pass, so /usage and the status bar show the resumed
         # session's summary, passes and tokens saved from the start.
         compactor.state = recover_state(messages, head_end(messages, compactor.ctx.protect_first_n), compactor.state)
+    stored = load_counters(store, info.id) if session_id else None
+    if stored is not None and stored[0] >= compactor.state.passes_total:
+        # Passes after the newest marker (failed ones write none) are counted here only.
+        compactor.state = compactor.state.evolve(passes_total=stored[0], tokens_saved_total=stored[1])
     conv = Conversation(messages, counter=counter)
     session = Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)
     if messages:

@@ -14,6 +14,7 @@ from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import ConfigError
 from hermes_tui.providers.failures import (
+    CONTEXT_EXCEEDED,
     HTTP_4XX,
     HTTP_5XX,
     MALFORMED,
@@ -134,6 +135,15 @@ def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, s
         return (
             f"{server} did not answer in time",
             "Check that the server is running and not busy, then try again; a smaller model answers faster.",
+        )
+    if kind == CONTEXT_EXCEEDED:
+        if not url:  # the guard's own: nothing was sent, and the message says what to do
+            return message.rstrip("."), "Start a new session (Ctrl+N) or choose a model with a larger window (/model)."
+        return (
+            f"{server} refused the request as too large for the model's context window (a compacted retry "
+            f"too, when compaction is on). The server said: {message.split('The server said: ', 1)[-1]}",
+            "Start a new session (Ctrl+N), choose a model with a larger window (/model), or start the server "
+            "with a larger context (llama-server -c, vLLM --max-model-len, Ollama num_ctx, LM Studio's context length).",
         )
     if kind == HTTP_4XX:
         hint = re.search(r"\((check [^()]*(?:\([^()]*\)[^()]*)*|rate limited[^()]*)\)\s*$", message)

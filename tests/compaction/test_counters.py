@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helpers import ScriptedSummarizer, agent_session, exchange, make_compactor, user
+from helpers import (
+    ScriptedSummarizer,
+    agent_session,
+    assistant,
+    exchange,
+    failing,
+    make_compactor,
+    user,
+)
 
 from hermes_tui.conversation import Conversation
 from hermes_tui.store import Store
@@ -74,14 +82,58 @@ def test_counters_equal_what_the_passes_saved_over_five_passes_and_after_a_resum
         assert [r.fields["passes_total"] for r in more] == [6, 7, 8]
 
 
-def test_passes_that_absorb_nothing_count_as_passes_and_save_nothing():
+def test_passes_that_find_nothing_to_absorb_are_not_counted():
+    # Hermes counts a pass only when it found an exchange to work on.
     compactor, conv = make_compactor(target_ratio=0.9)
     conv.extend(agent_session(exchanges=2, size=30))
     reports = [compactor.micro_pass(conv) for _ in range(3)]
     assert [r.outcome for r in reports] == ["nothing_to_absorb"] * 3
-    assert [r.fields["passes_total"] for r in reports] == [1, 2, 3]
+    assert [r.fields["passes_total"] for r in reports] == [0, 0, 0]
     assert [r.fields["tokens_saved_total"] for r in reports] == [0, 0, 0]
     assert all(r.fields["tokens_delta"] == 0 for r in reports)
+
+
+def test_a_pass_that_fails_on_an_exchange_counts():
+    compactor, conv = make_compactor(ScriptedSummarizer(failing()))
+    conv.extend(agent_session(exchanges=6, size=120))
+    failed = compactor.micro_pass(conv)
+    assert failed.outcome == "summarize_failed" and failed.fields["passes_total"] == 1
+
+
+def exchange_of(tokens_wanted: int, counter) -> list:
+    """A plain exchange (call and result) of about ``tokens_wanted`` tokens."""
+    for size in range(1, 200):
+        messages = exchange(size, text="ok")
+        if sum(count_message(counter, m) for m in messages) >= tokens_wanted:
+            return messages
+    raise AssertionError("no exchange that small")
+
+
+def test_a_first_pass_never_absorbs_an_exchange_smaller_than_the_marker_it_would_add():
+    # A 20-token exchange folded into a 12-token summary: with the marker's scaffolding the
+    # context would grow, so the summary is rejected as grown and nothing changes.
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda request: "- the assistant listed a folder."))
+    counter = conv.counter
+    small = exchange_of(20, counter)
+    conv.extend([user("start"), user("list it"), *small, user("and now?"), *exchange(400), assistant("Done.")])
+    exchange_tokens = sum(count_message(counter, m) for m in small)
+    assert 20 <= exchange_tokens < 40
+    before = recount(counter, conv.messages)
+    report = compactor.micro_pass(conv)
+    assert report.fields["cursor"] == 2 and report.fields["exchange_tokens"] == exchange_tokens
+    assert report.outcome == "summarize_failed" and report.fields["failure"] == "grown"
+    assert recount(counter, conv.messages) == before and report.fields["tokens_delta"] == 0
+    assert compactor.state.tokens_saved_total == 0 and not any(m.is_marker for m in conv.messages)
+
+
+def test_a_first_pass_whose_marker_pays_for_itself_absorbs_and_saves():
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda request: "- the assistant listed a folder."))
+    counter = conv.counter
+    conv.extend([user("start"), user("list it"), *exchange(200), user("and now?"), *exchange(400), assistant("Done.")])
+    before = recount(counter, conv.messages)
+    report = compactor.micro_pass(conv)
+    assert report.outcome == "absorbed" and report.fields["tokens_delta"] < 0
+    assert recount(counter, conv.messages) < before
 
 
 def test_a_resumed_compactor_reports_the_counters_before_its_first_pass(tmp_path):
@@ -98,4 +150,4 @@ def test_a_resumed_compactor_reports_the_counters_before_its_first_pass(tmp_path
     fresh, _ = make_compactor(ScriptedSummarizer(growing), target_ratio=0.9)  # nothing outside the tail
     report = fresh.micro_pass(Conversation(loaded, counter=conv.counter))
     assert report.outcome == "nothing_to_absorb"
-    assert (report.fields["tokens_saved_total"], report.fields["passes_total"]) == (saved, 3)
+    assert (report.fields["tokens_saved_total"], report.fields["passes_total"]) == (saved, 2)  # this one found nothing

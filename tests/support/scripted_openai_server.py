@@ -25,12 +25,29 @@ A reply in the script is one of:
 
 Any reply may carry ``"gap": SECONDS``: the pause before each chunk, so a client can be
 watched while a reply (a tool call's arguments) is still streaming in.
+
+A ``status`` reply may carry ``"fields"``, merged into the error object (llama.cpp puts
+``n_prompt_tokens`` and ``n_ctx`` there).
+
+The script may also be an object ``{"replies": [...], "window": N, ...}``: the server then
+runs its model with a context window of N tokens, as a real one does:
+
+* ``GET /v1/models`` lists the model with ``max_model_len: N`` (vLLM's field) unless
+  ``"report_window": false``;
+* a request that does not fit is refused with HTTP 400 before any script reply is used:
+  ``"style": "llama.cpp"`` (the default) when the prompt alone reaches N, with
+  llama.cpp's message, type and figures; ``"vllm"`` when prompt plus ``max_tokens``
+  exceeds N, with vLLM's message. The prompt is counted as ``ceil(chars / chars_per_token)``
+  over the messages' text and the tools (``"chars_per_token"``, default 4).
+
+Each line of REQUESTS.jsonl also holds the ``status`` served and the ``prompt_tokens`` counted.
 """
 
 from __future__ import annotations
 
 import http.server
 import json
+import math
 import sys
 import time
 from itertools import zip_longest
@@ -73,34 +90,80 @@ def stream_chunks(reply: dict) -> list[dict]:
     return chunks
 
 
+def prompt_tokens(body: dict, chars_per_token: float) -> int:
+    """The request's prompt as this server counts it: characters of text over a ratio."""
+    chars = 0
+    for message in body.get("messages", []):
+        content = message.get("content")
+        chars += len(content) if isinstance(content, str) else len(json.dumps(content or ""))
+        chars += len(json.dumps(message.get("tool_calls"))) if message.get("tool_calls") else 0
+    chars += len(json.dumps(body["tools"])) if body.get("tools") else 0
+    return math.ceil(chars / chars_per_token)
+
+
+def overflow(body: dict, settings: dict, prompt: int) -> dict | None:
+    """The error object a server with ``settings["window"]`` answers for a request too large."""
+    window = settings.get("window")
+    if not window:
+        return None
+    if settings.get("style", "llama.cpp") == "vllm":
+        completion = body.get("max_tokens") or 0
+        if prompt + completion <= window:
+            return None
+        return {"message": f"This model's maximum context length is {window} tokens. However, you requested "
+                           f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                           "Please reduce the length of the messages or completion.",
+                "type": "BadRequestError", "param": None, "code": 400}
+    if prompt < window:
+        return None
+    return {"code": 400, "message": f"request ({prompt} tokens) exceeds the available context size ({window} tokens),"
+                                    " try increasing it",
+            "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": window}
+
+
 def serve(script_path: Path, requests_path: Path) -> None:
     script = json.loads(script_path.read_text())
+    settings = script if isinstance(script, dict) else {}
+    replies = settings.get("replies", []) if settings else script
     served = 0
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") != "/v1/models":
-                self.send_error(404)
-                return
-            payload = json.dumps({"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]}).encode()
-            self.send_response(200)
+        def _json(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(payload)
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models") and settings.get("report_window", True):
+                entry = {"id": MODEL_ID, "object": "model"}
+                if settings.get("window"):
+                    entry["max_model_len"] = settings["window"]
+                self._json(200, {"object": "list", "data": [entry]})
+            else:
+                self._json(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
             nonlocal served
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            prompt = prompt_tokens(body, settings.get("chars_per_token", 4))
+            refused = overflow(body, settings, prompt)
+            reply = {"status": 400, "error": refused} if refused else replies[min(served, len(replies) - 1)]
             with requests_path.open("a") as log:
-                log.write(json.dumps({"path": self.path, "body": json.loads(body)}) + "\n")
-            reply = script[min(served, len(script) - 1)]
+                log.write(json.dumps({"path": self.path, "body": body, "status": reply.get("status", 200),
+                                      "prompt_tokens": prompt}) + "\n")
+            if refused:
+                self._json(400, {"error": refused})
+                return
             served += 1
             if "status" in reply:
-                payload = json.dumps({"error": {"message": reply["error"], "type": "invalid_request_error"}})
+                error = {"message": reply["error"], "type": "invalid_request_error", **reply.get("fields", {})}
+                payload = json.dumps({"error": error})
                 self.send_response(reply["status"])
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))

@@ -87,7 +87,7 @@ async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store,
         assert [m.id for m in store.load_active(session.info.id)] == [m.id for m in session.conv.messages]
         tokens = session.conv.total_tokens
         assert tokens > 0 and label(screen, "tokens") == f"{tokens:,} / 1,024"
-        assert label(screen, "passes").startswith("1 pass")  # the turn's pass ran (nothing to absorb yet)
+        assert label(screen, "passes") == "0 passes"  # the turn's pass ran, found nothing to absorb: not counted
         assert screen.last_outcome == "nothing_to_absorb"
         assert label(screen, "activity") == "last: nothing_to_absorb"
         assert store.get_session(session.info.id).title == "Hello there"

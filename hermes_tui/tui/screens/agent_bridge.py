@@ -19,11 +19,13 @@ from textual.message import Message as UIMessage
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.session.agent import AgentListener, AgentResult, Answer
+from hermes_tui.session.fit import RequestSize
 from hermes_tui.session.passes import MICRO
 from hermes_tui.session.session import Session
 from hermes_tui.tools.approval import ApprovalRequest
 from hermes_tui.tools.base import ToolResult
 from hermes_tui.transcript import Message
+from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -128,6 +130,12 @@ class ScreenListener(AgentListener):
     def call_finished(self, call_id: str, name: str, arguments: Any, result: ToolResult,
                       message: Message) -> None:
         self.post(CallFinished(call_id, result, message))
+
+    def compacting(self, size: RequestSize) -> None:
+        self.post(GuardCompacting(size, None))
+
+    def compacted(self, report: PassReport | None, size: RequestSize) -> None:
+        self.post(GuardCompacted(report, size, None))
 
 
 class ScreenPasses:

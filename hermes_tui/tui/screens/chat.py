@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.message import Message as UIMessage
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Static
 
 from hermes_tui.chat.client import ChatError
@@ -50,6 +51,7 @@ from hermes_tui.tui.screens.agent_bridge import (
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat_commands import KEYS, SlashCommandsMixin
 from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, CompactionMixin
+from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting
 from hermes_tui.tui.screens.chat_host import ChatHost
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
@@ -113,6 +115,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
         self._user_view: UserMessage | None = None
         self._reply_view: AssistantMessage | None = None  # the current step's reply
         self._running_call: ToolCallView | None = None
+        self._guard_compacting = False  # the guard compacts before the reply's request
 
     @property
     def hermes(self) -> ChatHost:
@@ -180,7 +183,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
             occupancy_pct=usage["occupancy_pct"],
             passes=usage["passes"],
             tokens_saved=usage["tokens_saved"],
-            activity=self.compaction or "",
+            activity=self.compaction or (BATCH if self._guard_compacting else ""),
             waiting=waiting,
             replying=self.replying,
             last_outcome=self.last_outcome,
@@ -193,7 +196,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
         bar = self.query_one(StatusBar)
         bar.show(self.status_info())
         if self._spinner is not None:
-            if self.replying or self.compaction:
+            if self.replying or self.compaction or self._guard_compacting:
                 self._spinner.resume()
             else:
                 self._spinner.pause()
@@ -278,6 +281,29 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
             post(TurnEnded(result, tools_available=_takes_tools(session)))
         finally:
             session.end_work()
+
+    @on(GuardCompacting)
+    async def _guard_compacting_started(self, event: GuardCompacting) -> None:
+        self._guard_compacting = True
+        self.refresh_status()
+        model = getattr(self.session.chat, "model_name", "") or "the chat model"
+        await self.note(f"This message cannot be sent as it is: {event.size.describe(model)}. Compacting the "
+                        "conversation first.", title="Compacting before sending", severity="warning",
+                        before=event.view or self._reply_view)
+
+    @on(GuardCompacted)
+    async def _guard_compacting_done(self, event: GuardCompacted) -> None:
+        self._guard_compacting = False
+        report = event.report
+        self.last_outcome = report.outcome if report is not None else "error"
+        with self.session.lock:
+            messages = list(self.session.conv.messages)
+        await self.messages.sync(messages)
+        if event.size.fits and report is not None:
+            fields = report.fields
+            await self.note(f"Compacted: {fields.get('tokens_before', 0):,} → {fields.get('tokens_after', 0):,} "
+                            "tokens; sending now.", before=event.view or self._reply_view)
+        self.refresh_status()
 
     @on(UserStored)
     def _user_stored(self, event: UserStored) -> None:
@@ -425,9 +451,13 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
 
     # --- notes ----------------------------------------------------------------------------
     async def note(self, text: str, *, title: str = "", severity: str = "information",
-                   markdown: bool = False) -> InfoNote:
+                   markdown: bool = False, before: Widget | None = None) -> InfoNote:
+        """A note at the end, or ``before`` a view still shown (the reply it is about)."""
         view = InfoNote(text, title=title, severity=severity, markdown=markdown)
-        await self.messages.add(view)
+        if before is not None and before.parent is self.messages:
+            await self.messages.mount(view, before=before)
+        else:
+            await self.messages.add(view)
         return view
 
 
