@@ -143,7 +143,8 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
     return {
         "sessions": len({session_of(r) for r in micro + batch + chat}),
-        "passes": len(micro),
+        # As Hermes Agent counts them: a line that found nothing to absorb is not a pass.
+        "passes": sum(1 for r in micro if r.get("outcome") != NO_MODEL_CALL),
         "outcomes": outcomes,
         "net_tokens_saved": -sum(deltas),
         "mean_absorbed_exchange_tokens": statistics.fmean(exchanges) if exchanges else None,
