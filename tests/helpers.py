@@ -100,7 +100,9 @@ def make_compactor(
     defrag_threshold: int = 2000,
     every_n_turns: int = 1,
     micro: bool = True,
+    policy: str = "per_exchange",
 ) -> tuple[Compactor, Conversation]:
+    """A compactor for tests of the passes themselves: by default a pass after every exchange."""
     counter = EstimateCounter()
     settings = CompactionSettings(
         protect_first_n=protect_first_n,
@@ -108,6 +110,7 @@ def make_compactor(
         micro_compact=micro,
         micro_compact_every_n_turns=every_n_turns,
         micro_compact_defrag_threshold_tokens=defrag_threshold,
+        policy=policy,
     )
     window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=target_ratio)
     ctx = PassContext(

@@ -24,7 +24,8 @@ from hermes_tui.config import (
 from hermes_tui.config_edit import save_changes
 
 # The defaults as DESIGN.md states them, plus the documented additions (model.max_tokens:
-# the reply cap the chat clients use; compression.micro_compact_mode, fact_guard, tokenizer;
+# the reply cap the chat clients use; compression.policy, high_water, low_water (when passes
+# run), micro_compact_mode, fact_guard, tokenizer;
 # auxiliary.compression.max_tokens).
 DESIGN_DEFAULTS = {
     "model": {
@@ -41,6 +42,9 @@ DESIGN_DEFAULTS = {
         "target_ratio": 0.20,
         "protect_first_n": 3,
         "micro_compact": True,
+        "policy": "watermark",
+        "high_water": 0.85,
+        "low_water": 0.55,
         "micro_compact_every_n_turns": 1,
         "micro_compact_defrag_threshold_tokens": 2000,
         "micro_compact_mode": "append",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hermes_tui.analysis.replay import TURN_MODES
 from hermes_tui.compaction.micro import MODES
+from hermes_tui.compaction.policy import POLICIES
 
 DEFAULT_CONTEXT_LIMIT = 32_768
 
@@ -29,6 +30,7 @@ def add_eval_parser(subparsers) -> None:
     p.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
     p.add_argument("--mode", choices=MODES, help="micro-compaction mode (default: compression.micro_compact_mode)")
+    p.add_argument("--policy", choices=list(POLICIES), help="when passes run (default: compression.policy)")
     p.add_argument("--fact-guard", action=argparse.BooleanOptionalAction, default=None,
                    help="keep dropped facts in a Facts section (default: compression.fact_guard)")
     p.add_argument("--turns", choices=TURN_MODES, default="step",
@@ -85,6 +87,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         "auxiliary.compression.model": args.model,
         "auxiliary.compression.base_url": args.base_url,
         "compression.micro_compact_mode": args.mode,
+        "compression.policy": args.policy,
         "compression.fact_guard": args.fact_guard,
         "model.provider": args.chat_provider,
         "model.model": args.chat_model,
@@ -127,6 +130,7 @@ _FLAG_OF_KEY = {
     "auxiliary.compression.model": "--model",
     "auxiliary.compression.base_url": "--base-url",
     "compression.micro_compact_mode": "--mode",
+    "compression.policy": "--policy",
     "compression.fact_guard": "--fact-guard",
     "model.provider": "--chat-provider",
     "model.model": "--chat-model",

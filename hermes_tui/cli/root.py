@@ -20,6 +20,7 @@ from hermes_tui.cli.eval import add_eval_parser
 from hermes_tui.cli.mcp import add_parser as add_mcp_parser
 from hermes_tui.cli.models import add_parser as add_models_parser
 from hermes_tui.compaction.engine import PassReport
+from hermes_tui.compaction.policy import POLICIES
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
 from hermes_tui.conversation import Conversation
 from hermes_tui.hermes_sessions import read_transcript_file
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--target-ratio", type=float, metavar="F", help="share of the threshold kept as tail")
     compact.add_argument("--protect-first-n", type=int, metavar="N", help="opening messages never compacted")
     compact.add_argument("--mode", choices=["merge", "append"], help="micro-compaction mode (compression.micro_compact_mode)")
+    compact.add_argument("--policy", choices=list(POLICIES), help="when passes run (compression.policy)")
     compact.add_argument(
         "--turns", choices=TURN_MODES, default="user",
         help="finalize after each user turn (default) or after every agent step",
@@ -188,6 +190,7 @@ FLAG_OF_KEY = {
     "compression.threshold": "--threshold",
     "compression.target_ratio": "--target-ratio",
     "compression.protect_first_n": "--protect-first-n",
+    "compression.policy": "--policy",
 }
 
 
@@ -203,6 +206,7 @@ def run_compact(args: argparse.Namespace) -> int:
         "compression.target_ratio": args.target_ratio,
         "compression.protect_first_n": args.protect_first_n,
         "compression.micro_compact_mode": args.mode,
+        "compression.policy": args.policy,
     })
     if args.context_limit is not None and args.context_limit < 256:
         raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")

@@ -15,9 +15,9 @@ callback answers (allow once, allow for this session, always, deny). Without one
 store (our database, per workspace); "this session" rules live in memory.
 
 Compaction: each completed exchange is counted by the one rule
-(``Session.exchange_completed``); a due pass is planned in the background
-(``chat.passes``) and published before the next model call. The loop waits for a pass
-only when the next request would not fit the window.
+(``Session.exchange_completed``, the compaction policy); the passes it asks for are
+planned in the background (``session.passes``) and published together before the next
+model call. The loop waits for them only when the next request would not fit the window.
 
 Runs in a worker thread; the listener's hooks are called from that thread.
 """
@@ -220,7 +220,7 @@ class AgentTurn:
                 return AgentResult(STOPPED, reply.content, step, self.calls, reply)
             if reply.tool_calls:
                 self._answer_calls(reply, cancel)
-            self._exchange_completed()
+            self._exchange_completed(turn_ended=not reply.tool_calls)
             if cancel.is_set():
                 return AgentResult(STOPPED, reply.content, step, self.calls, reply)
             if not reply.tool_calls:
@@ -240,14 +240,15 @@ class AgentTurn:
         done: ChatDone | None = None
         stopped = False
         try:
-            for event in session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
-                if isinstance(event, ChatDelta):
-                    parts.append(event.text)
-                    self.listener.text(event.text)
-                elif isinstance(event, ChatDone):
-                    done = event
-                else:
-                    self.listener.tool_delta(event)
+            with session.streaming():
+                for event in session.chat.stream(request, max_tokens=self.max_tokens, cancel=cancel, **extra):
+                    if isinstance(event, ChatDelta):
+                        parts.append(event.text)
+                        self.listener.text(event.text)
+                    elif isinstance(event, ChatDone):
+                        done = event
+                    else:
+                        self.listener.tool_delta(event)
         except ChatError as exc:
             if exc.kind != CANCELLED:
                 raise
@@ -341,11 +342,10 @@ class AgentTurn:
         return answer
 
     # --- compaction between steps -------------------------------------------------------
-    def _exchange_completed(self) -> None:
-        if self.session.exchange_completed():
-            self.passes.request(MICRO)
-        elif self.session.compactor.settings.enabled and self.session.over_threshold():
-            self.passes.request(BATCH)
+    def _exchange_completed(self, *, turn_ended: bool) -> None:
+        due = self.session.exchange_completed(turn_ended=turn_ended).kind
+        if due is not None:
+            self.passes.request(MICRO if due == "micro" else BATCH)
 
     def _make_room(self) -> None:
         """Wait for compaction only when the next request would not fit the window."""

@@ -371,12 +371,9 @@ class ChatScreen(Screen):
 
     # --- compaction ---------------------------------------------------------------------
     def _after_turn(self) -> None:
-        if not self.session.compactor.settings.enabled:
-            return
-        if self.session.pass_due():
-            self.request_compaction(PASS)
-        elif self.session.over_threshold():
-            self.request_compaction(BATCH)
+        due = self.session.due_compaction()  # the compaction policy's decision for this exchange
+        if due is not None:
+            self.request_compaction(PASS if due == "micro" else BATCH)
 
     def request_compaction(self, kind: str, focus: str | None = None, *, manual: bool = False) -> None:
         """Run a pass (or batch compaction) now, or after the one running."""
