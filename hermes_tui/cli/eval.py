@@ -100,6 +100,9 @@ def _run_eval(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise EvalError(f"{args.transcript}: cannot read ({exc})") from None
     messages = parse_transcript(text, source=str(args.transcript))
+    from hermes_tui.logs import setup_logging
+
+    setup_logging()  # each pass and each policy decision logs its line, as compact does
     counter = make_counter(config)
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
     chat = None

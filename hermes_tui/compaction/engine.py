@@ -144,6 +144,8 @@ class Compactor:
             reports.append(self.micro_pass(conv, persist))
             if not CompactionPolicy.again(decision, reports[-1].outcome, conv.total_tokens, len(reports)):
                 break
+        if reports:
+            self.policy.landed(conv.total_tokens)
         return reports
 
     def plan_micro_passes(
@@ -181,6 +183,8 @@ class Compactor:
             reports.append(self.publish(conv, result, persist))
             if reports[-1].outcome != result.outcome:
                 break
+        if any(r.kind == MICRO for r in reports):
+            self.policy.landed(conv.total_tokens)
         return reports
 
     def micro_pass(self, conv: Conversation, persist: Persist | None = None) -> PassReport:

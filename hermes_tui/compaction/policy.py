@@ -7,7 +7,9 @@ The policy therefore decides *when* passes run, and how many run together:
 * ``watermark`` (the default): nothing until the transcript passes the high mark, then
   micro passes back to back, published as one splice between two chat requests, until
   it is at or under the low mark. The cache breaks once per several exchanges instead
-  of after every one. Marks are shares of the compaction threshold.
+  of after every one. Marks are shares of the compaction threshold; when what cannot be
+  absorbed (head, tail, summary) is over the low mark, the next splice waits for the
+  same growth (``trigger_tokens``).
 * ``per_exchange``: one pass after every N-th completed exchange (N =
   ``micro_compact_every_n_turns``): an agent step, or a plain reply.
 * ``per_turn``: one pass after every N-th completed user turn (the spec's schedule).
@@ -63,6 +65,7 @@ class CompactionPolicy:
         self.window = window
         self.exchanges = 0  # completed exchanges counted: the one counter
         self._waiting = 0  # exchanges (per_exchange) or turns (per_turn) since the last pass
+        self._landed_at: int | None = None  # the transcript's tokens after the last splice
 
     @property
     def name(self) -> str:
@@ -75,6 +78,21 @@ class CompactionPolicy:
     @property
     def low_tokens(self) -> int:
         return int(self.settings.low_water * self.window.threshold_tokens)
+
+    @property
+    def trigger_tokens(self) -> int:
+        """Where the next watermark splice starts: the high mark, or, when the last splice
+        could not get down to the low mark (the head, the tail and the summary alone are
+        more), as far above where it ended as the marks are apart (never past the
+        threshold), so passes still come once per several exchanges."""
+        if self._landed_at is None:
+            return self.high_tokens
+        span = self.high_tokens - self.low_tokens
+        return min(max(self.high_tokens, self._landed_at + span), self.window.threshold_tokens)
+
+    def landed(self, total_tokens: int) -> None:
+        """The passes of a decision were published; the transcript is now ``total_tokens``."""
+        self._landed_at = total_tokens
 
     def after_exchange(self, total_tokens: int, *, turn_ended: bool = True) -> Decision:
         """Count one completed exchange (an assistant message and the results of its calls;
@@ -96,7 +114,7 @@ class CompactionPolicy:
 
     def _micro(self, total_tokens: int, turn_ended: bool) -> tuple[str | None, int | None]:
         if self.name == WATERMARK:
-            if total_tokens > self.high_tokens:
+            if total_tokens > self.trigger_tokens:
                 return MICRO, self.low_tokens
             return None, None
         if self.name == PER_TURN and not turn_ended:
