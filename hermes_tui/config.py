@@ -163,6 +163,15 @@ class CompressionConfig(_Section):
     micro_compact_every_n_turns: int = _setting(
         1, "per_exchange / per_turn: a pass every N exchanges / turns (>= 1)", ge=1
     )
+    rewarm: bool = _setting(
+        True, "after a splice, re-read the context into an in-process (MLX) chat model's cache, in the background"
+    )
+    rewarm_server: bool = _setting(
+        False,
+        "after a splice, send an OpenAI-compatible chat server a one-token request",
+        note="For servers with prefix caching (llama.cpp, vLLM, mlx_lm.server): they read the\n"
+             "new context while the chat is idle instead of at the next message.",
+    )
     micro_compact_defrag_threshold_tokens: int = _setting(
         2000, "condense the rolling summary past this size (>= 100)", ge=100
     )

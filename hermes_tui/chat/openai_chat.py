@@ -64,6 +64,7 @@ is no config key for the timeout, so messages state it in seconds.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -107,6 +108,9 @@ PLACEHOLDER_API_KEY = "not-needed"
 
 # How much of a body that is not an event stream is read to describe it.
 _MAX_BODY_SAMPLE = 4096
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -224,6 +228,22 @@ class OpenAIChatClient(ChatClient):
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    warm_kind = "server"
+
+    def warm(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> None:
+        """A one-token request for ``messages`` on a thread of its own: a server with prefix
+        caching (llama.cpp, vLLM, mlx_lm.server) reads the new context now, while the chat
+        is idle, instead of at the next request. Its reply and any failure are dropped."""
+
+        def run() -> None:
+            try:
+                for _ in self.stream(messages, max_tokens=1, tools=tools):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - a cache that stays cold costs only time
+                log.info("warming the chat cache of %s failed: %s", self.model, exc)
+
+        threading.Thread(target=run, name="chat cache warm", daemon=True).start()
 
     # -- the call -----------------------------------------------------------------
 

@@ -249,7 +249,19 @@ class Session:
             reports = self.compactor.publish_all(self.conv, results, self._persist)
             if reports:
                 self.last_pass = reports[-1]
-            return self.last_pass
+            landed = [r for r, report in zip(results, reports, strict=False) if report.outcome == r.outcome]
+            spliced = any(r.splice is not None for r in landed)
+            request = wire_view(self.conv.messages) if spliced and self._rewarms() else None
+            last = self.last_pass
+        if request is not None:
+            self.chat.warm(request)
+        return last
+
+    def _rewarms(self) -> bool:
+        """Whether a splice is followed by re-warming the chat model's prompt cache."""
+        kind = getattr(self.chat, "warm_kind", None)
+        c = self.config.compression
+        return (kind == "local" and c.rewarm) or (kind == "server" and c.rewarm_server)
 
     def finalize_turn(self) -> list[PassReport]:
         """Synchronously: what the policy decides for the exchange just completed, then batch
