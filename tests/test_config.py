@@ -25,7 +25,8 @@ from hermes_tui.config_edit import save_changes
 
 # The defaults as DESIGN.md states them, plus the documented additions (model.max_tokens:
 # the reply cap the chat clients use; compression.policy, high_water, low_water (when passes
-# run), micro_compact_mode, fact_guard, tokenizer;
+# run), rewarm, rewarm_server (the chat's cache after a splice), micro_compact_mode, fact_guard,
+# tokenizer;
 # auxiliary.compression.max_tokens).
 DESIGN_DEFAULTS = {
     "model": {
@@ -46,6 +47,8 @@ DESIGN_DEFAULTS = {
         "high_water": 0.85,
         "low_water": 0.55,
         "micro_compact_every_n_turns": 1,
+        "rewarm": True,
+        "rewarm_server": False,
         "micro_compact_defrag_threshold_tokens": 2000,
         "micro_compact_mode": "append",
         "fact_guard": True,

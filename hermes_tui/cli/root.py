@@ -414,7 +414,9 @@ def run_demo(args: argparse.Namespace) -> int:
     compactor = make_compactor(config, counter=counter, context_limit=32_768, session_id="demo")
     conv = Conversation(counter=counter)
     print(
-        f"Replaying {DEMO_SESSION.name}: {len(messages)} messages of a real agent session, one pass per agent step,\n"
+        f"Replaying {DEMO_SESSION.name}: {len(messages)} messages of a real agent session, agent step by step\n"
+        f"(passes: compression.policy {config.compression.policy}),"
+        " "
         "with the built-in extractive summarizer (no model needed) and a 32,768-token window.\n"
     )
     result = replay(messages, conv, compactor, turns="step", on_turn=progress_dots)

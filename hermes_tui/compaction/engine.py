@@ -171,6 +171,8 @@ class Compactor:
             state = counted_state(result, self.ctx.counter)
             if not CompactionPolicy.again(decision, result.outcome, work.total_tokens, len(results)):
                 break
+        if results:  # where the passes got to on their snapshot, whatever is appended meanwhile
+            results[-1].stats["tokens_reached"] = work.total_tokens
         return results
 
     def publish_all(
@@ -184,7 +186,8 @@ class Compactor:
             if reports[-1].outcome != result.outcome:
                 break
         if any(r.kind == MICRO for r in reports):
-            self.policy.landed(conv.total_tokens)
+            reached = results[len(reports) - 1].stats.get("tokens_reached")
+            self.policy.landed(conv.total_tokens if reached is None else min(reached, conv.total_tokens))
         return reports
 
     def micro_pass(self, conv: Conversation, persist: Persist | None = None) -> PassReport:

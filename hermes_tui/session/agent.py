@@ -348,10 +348,14 @@ class AgentTurn:
             self.passes.request(MICRO if due == "micro" else BATCH)
 
     def _make_room(self) -> None:
-        """Wait for compaction only when the next request would not fit the window."""
+        """Wait for compaction only when the next request would not fit the window, or when
+        it is over the threshold while passes are in flight (a model faster than the passes
+        would otherwise outrun them until batch compaction is the only way back)."""
         window = self.session.compactor.ctx.window
         if window.limit is None:
             return
+        if self.passes.busy and self.session.over_threshold():
+            self.passes.settle()
         cap = self.max_tokens or getattr(self.session.chat, "max_tokens", 0) or 0
         if self.session.conv.total_tokens + cap <= window.limit:
             return

@@ -14,6 +14,7 @@ would not fit the window, and at the end of the turn.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ class BackgroundPasses:
         self._kind: str | None = None  # the pass in flight (planning or planned)
         self._queued: list[str] = []  # asked for while one was in flight, in order
         self.published: list[PassReport] = []
+        self.waited_s = 0.0  # time spent in ``settle``: how long the loop waited for compaction
 
     @property
     def busy(self) -> bool:
@@ -111,6 +113,13 @@ class BackgroundPasses:
 
     def settle(self, timeout: float | None = None) -> None:
         """Wait for every pass in flight or asked for, publishing each."""
+        started = time.perf_counter()
+        try:
+            self._settle(timeout)
+        finally:
+            self.waited_s += time.perf_counter() - started
+
+    def _settle(self, timeout: float | None) -> None:
         while True:
             thread = self._thread
             if thread is not None:

@@ -361,8 +361,10 @@ def test_demo(home):
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr
     assert re.search(r"^\s*pass\s+\| messages \|\s+tokens \|\s+delta \| occupancy \| duration$", proc.stdout, re.M), proc.stdout
-    rows = re.findall(r"^\s*\d+\s+\| +\d+ -> \d+ \|", proc.stdout, re.M)
-    assert len(rows) >= 5
+    # Pass rows may carry their outcome: "1 (defrag) | 76 -> 21 |".
+    rows = re.findall(r"^\s*\d+(?: \(\w+\))?\s+\| +\d+ -> \d+ \|", proc.stdout, re.M)
+    # The default policy (watermark) folds several exchanges per splice: a few splices.
+    assert len(rows) >= 3
     assert "batch compactions 0" in proc.stdout
     assert len(telemetry(home)) > 0
 
