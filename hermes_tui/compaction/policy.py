@@ -81,14 +81,15 @@ class CompactionPolicy:
 
     @property
     def trigger_tokens(self) -> int:
-        """Where the next watermark splice starts: the high mark, or, when the last splice
-        could not get down to the low mark (the head, the tail and the summary alone are
-        more), as far above where it ended as the marks are apart (never past the
-        threshold), so passes still come once per several exchanges."""
-        if self._landed_at is None:
-            return self.high_tokens
+        """Where the next watermark splice starts: the high mark, unless the last splice
+        ended so close under it (the head, the tail and the summary alone are more than
+        the low mark) that less than half the marks' span is left to grow: then as far
+        above where it ended as the marks are apart (never past the threshold), so
+        splices still come once per several exchanges, not after every one."""
         span = self.high_tokens - self.low_tokens
-        return min(max(self.high_tokens, self._landed_at + span), self.window.threshold_tokens)
+        if self._landed_at is None or self._landed_at + span // 2 <= self.high_tokens:
+            return self.high_tokens
+        return min(self._landed_at + span, self.window.threshold_tokens)
 
     def landed(self, total_tokens: int) -> None:
         """The passes of a decision were published; the transcript is now ``total_tokens``."""
