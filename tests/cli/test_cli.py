@@ -526,7 +526,7 @@ def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
     proc = run_cli(
         home, "compact", str(path), "--provider", "openai-api",
         "--base-url", mlx_server.base_url, "--model", mlx_server.model,
-        "--context-limit", "2048", "--turns", "step",
+        "--context-limit", "2048", "--turns", "step", "--policy", "per_exchange",
     )
 
     assert proc.returncode == 0, explain(proc)
@@ -569,7 +569,7 @@ def test_compact_against_closed_port(tiny_model, hf_offline_env, tmp_path, home)
     proc = run_cli(
         home, "compact", str(path), "--provider", "openai-api",
         "--base-url", base_url, "--model", str(tiny_model.fp32),
-        "--context-limit", "2048", "--turns", "step",
+        "--context-limit", "2048", "--turns", "step", "--policy", "per_exchange",
     )
 
     assert proc.returncode == 0, explain(proc)
