@@ -4,20 +4,20 @@
                                             [--high 0.85] [--low 0.55] [--reply-cached] [--json]
 
 Sessions default to ../shared/data/sessions/*.json. Each is replayed step by step
-through the real engine (``Compactor``, default compression settings, the built-in
-**extractive summarizer: no model, deterministic**), once per policy:
+through the real engine (``Compactor.finalize_turn`` after every agent step, which asks
+the engine's compaction policy what runs: ``hermes_tui.compaction.policy``; default
+compression settings, the built-in **extractive summarizer: no model,
+deterministic**), once per policy:
 
 * ``batch-only``: no micro passes; batch compaction when the transcript is over the
   threshold after a step (``compression.micro_compact: false``);
-* ``per-exchange``: ``finalize_turn`` after every agent step (a micro pass, then batch
-  if over the threshold), as ``bench_replay.py --turns step``;
-* ``per-turn``: one micro pass at the end of each user turn (the spec's schedule); the
-  batch check still runs after every step, since an agent turn can outgrow the window;
-* ``watermark`` (a placeholder for the policy to come): no pass until the transcript
-  crosses the high watermark after a step, then micro passes back to back at that one
-  point (``Compactor.micro_pass`` in a row; no chat request between them, so the cache
-  sees one splice) until it is at or under the low watermark, or a pass absorbs nothing.
-  Watermarks are shares of the compaction threshold.
+* ``per-exchange``: ``compression.policy: per_exchange``, a pass after every agent step;
+* ``per-turn``: ``compression.policy: per_turn``, one pass when a step ends the user's
+  turn (a reply without calls: the spec's schedule); batch when over the threshold;
+* ``watermark``: ``compression.policy: watermark`` (the default) with ``--high`` /
+  ``--low``: no pass until the transcript crosses the high mark after a step, then the
+  engine's passes back to back (one splice: no chat request between them) down to the
+  low mark. Marks are shares of the compaction threshold.
 
 The chat requests: one before each assistant message of the original transcript, the
 request being ``wire_view`` of the compacted transcript up to there (what
@@ -55,10 +55,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.analysis.replay import turn_boundaries
-from hermes_tui.compaction.engine import Compactor, PassReport
+from hermes_tui.analysis.replay import exchange_ends
+from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.prefix import CacheTally, request_cost
-from hermes_tui.compaction.state import ABSORBED, DEFRAG
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.session.wiring import make_compactor, make_counter
@@ -71,10 +70,9 @@ SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"
 CONTEXT_LIMITS = [32_768]
 POLICIES = ("batch-only", "per-exchange", "per-turn", "watermark")
 BASELINE = "batch-only"
-HIGH_WATERMARK = 0.85
-LOW_WATERMARK = 0.55
-# A bound on back-to-back passes at one point, so a policy bug cannot loop for ever.
-MAX_PASSES_AT_ONCE = 200
+HIGH_WATERMARK = Config().compression.high_water
+LOW_WATERMARK = Config().compression.low_water
+POLICY_KEYS = {"per-exchange": "per_exchange", "per-turn": "per_turn", "watermark": "watermark"}
 PREFILL_GOAL_RATIO = 1.3
 
 
@@ -101,17 +99,19 @@ def replay_policy(
 ) -> dict[str, Any]:
     """Replay one session under one policy; the cache tally and the engine's counts."""
     config = Config()  # default compression settings, whatever the local config.yaml says
-    if policy != "per-exchange":
-        # The driver schedules the micro passes itself; finalize_turn then only checks batch.
+    if policy == BASELINE:
         config = config.with_overrides({"compression.micro_compact": False})
+    else:
+        config = config.with_overrides({
+            "compression.policy": POLICY_KEYS[policy], "compression.high_water": high, "compression.low_water": low,
+        })
     counter = make_counter(config)
     compactor = make_compactor(
         config, counter=counter, summarizer=ExtractiveSummarizer(), context_limit=context_limit, session_id=session_id
     )
     threshold = compactor.ctx.window.threshold_tokens
     high_tokens, low_tokens = int(high * threshold), int(low * threshold)
-    step_ends = set(turn_boundaries(messages, "step"))
-    user_turn_ends = set(turn_boundaries(messages, "user"))
+    step_ends = dict(exchange_ends(messages, "step"))
     tokens_of = WireTokens(counter)
     conv = Conversation(counter=counter)
     tally = CacheTally()
@@ -131,13 +131,8 @@ def replay_policy(
         if reply_cached and message.role == "assistant":
             previous = wire_view(conv.messages)
         end = index + 1
-        if end not in step_ends:
-            continue
-        if policy == "per-turn" and end in user_turn_ends:
-            reports.append(compactor.micro_pass(conv))
-        elif policy == "watermark" and conv.total_tokens > high_tokens:
-            reports += _passes_down_to(compactor, conv, low_tokens)
-        reports += compactor.finalize_turn(conv)
+        if end in step_ends:  # the policy decides, as in the app and the agent loop
+            reports += compactor.finalize_turn(conv, turn_ended=step_ends[end])
 
     micro = [r.outcome for r in reports if r.kind == MICRO]
 
@@ -159,16 +154,6 @@ def replay_policy(
         "micro_outcomes": dict(sorted(Counter(micro).items())),
         "cache_breaks": cache_breaks,
     }
-
-
-def _passes_down_to(compactor: Compactor, conv: Conversation, low_tokens: int) -> list[PassReport]:
-    """Micro passes back to back until the transcript is at most ``low_tokens`` or a pass folds nothing."""
-    reports = []
-    for _ in range(MAX_PASSES_AT_ONCE):
-        reports.append(compactor.micro_pass(conv))
-        if reports[-1].outcome not in (ABSORBED, DEFRAG) or conv.total_tokens <= low_tokens:
-            break
-    return reports
 
 
 def _share(tokens: float, threshold: int) -> float:

@@ -51,6 +51,7 @@ ChatProvider = Literal["auto", "mlx", "openai-api"]
 # the compression model may be one.
 CompressionProvider = Literal["auto", "mlx", "openai-api", "extractive"]
 MicroCompactMode = Literal["merge", "append"]
+CompactionPolicyName = Literal["watermark", "per_exchange", "per_turn"]
 ApprovalMode = Literal["read-only", "ask", "auto-edit", "full"]
 
 _ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -136,7 +137,38 @@ class CompressionConfig(_Section):
     )
     protect_first_n: int = _setting(3, "messages after the system prompt never compacted (>= 0)", ge=0)
     micro_compact: bool = _setting(True, "after each turn, fold one exchange into a rolling summary")
-    micro_compact_every_n_turns: int = _setting(1, "run a micro pass every N completed turns (>= 1)", ge=1)
+    # watermark by default, from benchmarks/bench_cache.py (five real sessions at 32K): a pass
+    # per exchange re-prefills 6.5x the chat tokens of batch-only compaction, since every
+    # splice breaks the chat model's prompt cache; 0.85/0.55 costs 1.06x with no batch.
+    policy: CompactionPolicyName = _setting(
+        "watermark",
+        "watermark | per_exchange | per_turn",
+        note=(
+            "When micro passes run. watermark: once the context passes high_water, fold the\n"
+            "oldest exchanges in one splice down to low_water (the chat model's prompt cache\n"
+            "breaks once per several exchanges). per_exchange: one pass after every N-th\n"
+            "completed exchange (agent step or reply). per_turn: one after every N-th user turn."
+        ),
+    )
+    high_water: float = _setting(
+        0.85, "watermark: start at this share of the threshold (0 < x <= 1)", gt=0, le=1, allow_inf_nan=False
+    )
+    low_water: float = _setting(
+        0.55, "watermark: fold down to this share of the threshold (< high_water)", gt=0, lt=1,
+        allow_inf_nan=False,
+    )
+    micro_compact_every_n_turns: int = _setting(
+        1, "per_exchange / per_turn: a pass every N exchanges / turns (>= 1)", ge=1
+    )
+    rewarm: bool = _setting(
+        True, "after a splice, re-read the context into an in-process (MLX) chat model's cache, in the background"
+    )
+    rewarm_server: bool = _setting(
+        False,
+        "after a splice, send an OpenAI-compatible chat server a one-token request",
+        note="For servers with prefix caching (llama.cpp, vLLM, mlx_lm.server): they read the\n"
+             "new context while the chat is idle instead of at the next message.",
+    )
     micro_compact_defrag_threshold_tokens: int = _setting(
         2000, "condense the rolling summary past this size (>= 100)", ge=100
     )
@@ -172,6 +204,16 @@ class CompressionConfig(_Section):
             "that model is a local folder, else an estimate."
         ),
     )
+
+
+    @model_validator(mode="after")
+    def _marks_in_order(self) -> CompressionConfig:
+        if self.low_water >= self.high_water:
+            raise PydanticCustomError(
+                "watermarks", "low_water ({low}) must be under high_water ({high})",
+                {"low": self.low_water, "high": self.high_water},
+            )
+        return self
 
 
 class AuxiliaryCompressionConfig(_Endpoint):

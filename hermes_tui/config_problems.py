@@ -206,7 +206,7 @@ def _message(schema: type[BaseModel], err: Mapping[str, Any]) -> str:
         return f"must be {bounds}{nullable}, got {got}"
     if kind == "finite_number":
         return f"must be a finite number, got {got}"
-    if kind in ("env_var_name", "http_url", "env_reference", "mcp_transport", "mcp_server_name"):
+    if kind in ("env_var_name", "http_url", "env_reference", "mcp_transport", "mcp_server_name", "watermarks"):
         return err["msg"]
     message = err["msg"]
     return f"{message[:1].lower()}{message[1:]}, got {got}"

@@ -100,7 +100,9 @@ def make_compactor(
     defrag_threshold: int = 2000,
     every_n_turns: int = 1,
     micro: bool = True,
+    policy: str = "per_exchange",
 ) -> tuple[Compactor, Conversation]:
+    """A compactor for tests of the passes themselves: by default a pass after every exchange."""
     counter = EstimateCounter()
     settings = CompactionSettings(
         protect_first_n=protect_first_n,
@@ -112,6 +114,7 @@ def make_compactor(
         # no Facts section; append mode and the fact guard have tests of their own.
         micro_compact_mode="merge",
         fact_guard=False,
+        policy=policy,
     )
     window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=target_ratio)
     ctx = PassContext(

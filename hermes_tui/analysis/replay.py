@@ -1,9 +1,12 @@
-"""Replay a transcript turn by turn, finalizing each turn as the app would.
+"""Replay a transcript turn by turn, finalizing each as the app would.
 
-``turns="user"``: a turn is a user message and everything up to the next one.
-``turns="step"``: every agent-loop step (an assistant message and its tool
-results) is finalized, as an agent would after each iteration; use it for long
-agent sessions with few user messages.
+After each one the compaction policy decides what runs (``Compactor.finalize_turn``),
+as it does in the app and the agent loop.
+``turns="user"``: a turn is a user message and everything up to the next one, counted
+as one exchange that ends the turn (a plain chat's reply).
+``turns="step"``: every agent-loop step (an assistant message and its tool results)
+is an exchange, as an agent counts them; it ends the turn when it makes no calls. Use
+it for long agent sessions with few user messages.
 """
 
 from __future__ import annotations
@@ -33,10 +36,17 @@ class ReplayResult:
 
 def turn_boundaries(messages: list[Message], mode: str) -> list[int]:
     """Indices after which a turn is finalized."""
+    return [end for end, _ in exchange_ends(messages, mode)]
+
+
+def exchange_ends(messages: list[Message], mode: str) -> list[tuple[int, bool]]:
+    """(index after the exchange, whether it ends the user's turn) for each exchange."""
     if mode == "user":
-        return [end for start, end in iter_turns(messages) if any(m.role == "user" for m in messages[start:end])]
+        return [(end, True) for start, end in iter_turns(messages)
+                if any(m.role == "user" for m in messages[start:end])]
     if mode == "step":
-        return [end for start, end in iter_steps(messages) if messages[start].role == "assistant"]
+        return [(end, not messages[start].tool_calls) for start, end in iter_steps(messages)
+                if messages[start].role == "assistant"]
     raise ValueError(f"turns must be one of {', '.join(TURN_MODES)}, got {mode!r}")
 
 
@@ -59,15 +69,16 @@ def replay(
     since its pass may not have run.
     """
     result = ReplayResult(tokens_before=count_messages(conv.counter, messages))
-    boundaries = [b for b in turn_boundaries(messages, turns) if b >= start_at and b > 0]
+    ends = [(b, ended) for b, ended in exchange_ends(messages, turns) if b >= start_at and b > 0]
+    boundaries = [b for b, _ in ends]
     position = start_at
-    for number, boundary in enumerate(boundaries, start=1):
+    for number, (boundary, turn_ended) in enumerate(ends, start=1):
         new = messages[position:boundary]
         conv.extend(new)
         if flush is not None:
             flush(new)
         position = boundary
-        reports = compactor.finalize_turn(conv, persist)
+        reports = compactor.finalize_turn(conv, persist, turn_ended=turn_ended)
         crash_point("turn.end")
         result.turns += 1
         result.reports.extend(reports)

@@ -177,6 +177,14 @@ class ChatClient(Protocol):
         """
         ...
 
+    #: what ``warm`` does: "local" (an in-process prefix cache), "server" (a request to
+    #: an endpoint that may cache prefixes) or None (nothing)
+    warm_kind: str | None = None
+
+    def warm(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> None:
+        """Bring ``messages`` (the start of the next request) into the model's prompt cache,
+        in the background; returns at once. Called after a compaction splice."""
+
     def complete(
         self,
         messages: list[dict[str, Any]],

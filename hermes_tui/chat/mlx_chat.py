@@ -14,6 +14,7 @@ as reply text. A model without one runs the call without tools.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 
 CACHE_KEY = "chat"
+log = logging.getLogger(__name__)
 _END = object()
 
 
@@ -47,6 +49,24 @@ class MlxChatClient(ChatClient):
         self.timeout = timeout
         self.runtime = runtime or MlxRuntime.shared()
         self.max_tokens = max_tokens  # model.max_tokens: a reply's cap when a call names none
+        self.last_warm = None  # the last warm job (MlxJob), for benchmarks and tests
+
+    warm_kind = "local"
+
+    def warm(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> None:
+        """Queue reading ``messages`` into the chat's prefix cache on the MLX thread (a chat
+        request queued meanwhile runs after it and reuses it). Only for a model already
+        loaded: warming never loads one."""
+        loaded = self.runtime.loaded(self.model_name)
+        if loaded is None:
+            return
+        messages = for_chat_template(for_text_only_model(messages))
+        if not (tools and supports_tool_calls(loaded.tokenizer)):
+            tools = None
+        try:
+            self.last_warm = self.runtime.start_warm(loaded, messages, cache_key=CACHE_KEY, tools=tools)
+        except Exception:
+            log.warning("cannot warm the chat cache of %s", self.model_name, exc_info=True)
 
     @property
     def supports_tools(self) -> bool:

@@ -46,6 +46,7 @@ is no config key for the timeout, so messages state it in seconds.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -78,6 +79,8 @@ from .client import (
     ChatToolDelta,
 )
 from .openai_stream import StreamReader
+
+log = logging.getLogger(__name__)
 
 # Local servers do not check the key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -123,6 +126,22 @@ class OpenAIChatClient(ChatClient):
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    warm_kind = "server"
+
+    def warm(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> None:
+        """A one-token request for ``messages`` on a thread of its own: a server with prefix
+        caching (llama.cpp, vLLM, mlx_lm.server) reads the new context now, while the chat
+        is idle, instead of at the next request. Its reply and any failure are dropped."""
+
+        def run() -> None:
+            try:
+                for _ in self.stream(messages, max_tokens=1, tools=tools):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - a cache that stays cold costs only time
+                log.info("warming the chat cache of %s failed: %s", self.model, exc)
+
+        threading.Thread(target=run, name="chat cache warm", daemon=True).start()
 
     # -- the call -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 # (tests keep them equal to analysis.replay.TURN_MODES and compaction.micro.MODES).
 TURN_MODES = ("user", "step")
 MICRO_MODES = ("merge", "append")
+POLICIES = ("watermark", "per_exchange", "per_turn")
 FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without pydantic
 
 
@@ -43,4 +44,5 @@ FLAG_OF_KEY = {
     "compression.threshold": "--threshold",
     "compression.target_ratio": "--target-ratio",
     "compression.protect_first_n": "--protect-first-n",
+    "compression.policy": "--policy",
 }

@@ -32,6 +32,7 @@ def run_compact(args: argparse.Namespace) -> int:
         "compression.target_ratio": args.target_ratio,
         "compression.protect_first_n": args.protect_first_n,
         "compression.micro_compact_mode": args.mode,
+        "compression.policy": args.policy,
     })
     if args.context_limit is not None and args.context_limit < 256:
         raise UserError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")

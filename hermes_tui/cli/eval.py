@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, TURN_MODES
+from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, POLICIES, TURN_MODES
 
 
 def add_eval_parser(subparsers) -> None:
@@ -26,6 +26,7 @@ def add_eval_parser(subparsers) -> None:
     p.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
     p.add_argument("--mode", choices=MICRO_MODES, help="micro-compaction mode (default: compression.micro_compact_mode)")
+    p.add_argument("--policy", choices=POLICIES, help="when passes run (default: compression.policy)")
     p.add_argument("--fact-guard", action=argparse.BooleanOptionalAction, default=None,
                    help="keep dropped facts in a Facts section (default: compression.fact_guard)")
     p.add_argument("--turns", choices=TURN_MODES, default="step",
@@ -82,6 +83,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         "auxiliary.compression.model": args.model,
         "auxiliary.compression.base_url": args.base_url,
         "compression.micro_compact_mode": args.mode,
+        "compression.policy": args.policy,
         "compression.fact_guard": args.fact_guard,
         "model.provider": args.chat_provider,
         "model.model": args.chat_model,
@@ -94,6 +96,9 @@ def _run_eval(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise EvalError(f"{args.transcript}: cannot read ({exc})") from None
     messages = parse_transcript(text, source=str(args.transcript))
+    from hermes_tui.logs import setup_logging
+
+    setup_logging()  # each pass and each policy decision logs its line, as compact does
     counter = make_counter(config)
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
     chat = None
@@ -124,6 +129,7 @@ _FLAG_OF_KEY = {
     "auxiliary.compression.model": "--model",
     "auxiliary.compression.base_url": "--base-url",
     "compression.micro_compact_mode": "--mode",
+    "compression.policy": "--policy",
     "compression.fact_guard": "--fact-guard",
     "model.provider": "--chat-provider",
     "model.model": "--chat-model",

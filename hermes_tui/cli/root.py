@@ -20,7 +20,7 @@ from pathlib import Path
 from hermes_tui import __version__
 from hermes_tui.analysis import report as report_cli
 from hermes_tui.cli.bench import add_bench_parser
-from hermes_tui.cli.common import MICRO_MODES, TURN_MODES
+from hermes_tui.cli.common import MICRO_MODES, POLICIES, TURN_MODES
 from hermes_tui.cli.eval import add_eval_parser
 from hermes_tui.cli.mcp import add_parser as add_mcp_parser
 from hermes_tui.cli.models import add_parser as add_models_parser
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--target-ratio", type=float, metavar="F", help="share of the threshold kept as tail")
     compact.add_argument("--protect-first-n", type=int, metavar="N", help="opening messages never compacted")
     compact.add_argument("--mode", choices=MICRO_MODES, help="micro-compaction mode (compression.micro_compact_mode)")
+    compact.add_argument("--policy", choices=POLICIES, help="when passes run (compression.policy)")
     compact.add_argument(
         "--turns", choices=TURN_MODES, default="user",
         help="finalize after each user turn (default) or after every agent step",

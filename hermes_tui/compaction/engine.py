@@ -5,6 +5,10 @@ the store is written first, and only if that succeeds is the splice applied to t
 in-memory conversation and the new state adopted. Every pass ends in exactly one
 telemetry line. ``finalize_turn`` is best-effort: any exception is logged and the
 conversation is left as it was.
+
+What runs after an exchange is the policy's decision (``policy.py``); several micro
+passes of one decision are planned one on top of the other (``plan_micro_passes``) and
+published together, so the chat model's cache sees one splice.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import Any
 from hermes_tui.compaction import telemetry
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
+from hermes_tui.compaction.policy import MICRO as MICRO_DUE
+from hermes_tui.compaction.policy import CompactionPolicy, Decision
+from hermes_tui.compaction.settings import CompactionSettings
 from hermes_tui.compaction.state import (
     ABSORBED,
     DEFRAG,
@@ -37,7 +44,6 @@ from hermes_tui.compaction.state import (
     recover_state,
 )
 from hermes_tui.compaction.window import head_end
-from hermes_tui.config import CompressionConfig
 from hermes_tui.conversation import Conversation, StaleSplice
 from hermes_tui.tokens import count_message, count_messages
 from hermes_tui.transcript import MICRO, Message
@@ -54,25 +60,6 @@ FIRST_FOLD_NOTICE = (
 # Called with a published-to-be result before the in-memory splice; raising means
 # the store did not take it, and the pass is then not published (``store_failed``).
 Persist = Callable[[PassResult], None]
-
-
-_DEFAULTS = CompressionConfig()
-
-
-@dataclass
-class CompactionSettings:
-    """The ``compression`` section of the config, as the engine needs it; its defaults are the schema's."""
-
-    enabled: bool = _DEFAULTS.enabled
-    threshold: float = _DEFAULTS.threshold
-    target_ratio: float = _DEFAULTS.target_ratio
-    protect_first_n: int = _DEFAULTS.protect_first_n
-    micro_compact: bool = _DEFAULTS.micro_compact
-    micro_compact_every_n_turns: int = _DEFAULTS.micro_compact_every_n_turns
-    micro_compact_defrag_threshold_tokens: int = _DEFAULTS.micro_compact_defrag_threshold_tokens
-    micro_compact_mode: str = _DEFAULTS.micro_compact_mode
-    fact_guard: bool = _DEFAULTS.fact_guard
-    user_verbatim_tokens: int | None = _DEFAULTS.user_verbatim_tokens  # None: a share of the threshold
 
 
 @dataclass
@@ -113,6 +100,20 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+def counted_state(result: PassResult, counter) -> MicroState:
+    """The state a published ``result`` leaves: its own, with the pass and the tokens its
+    splice saved counted (the marker carries the running total)."""
+    state = result.state
+    if result.splice is not None:
+        removed = count_messages(counter, list(result.splice.archived))
+        saved = removed - count_message(counter, result.splice.marker)
+        state = state.evolve(tokens_saved_total=state.tokens_saved_total + saved)
+        result.splice.marker.meta["tokens_saved_total"] = state.tokens_saved_total
+    if counts_as_pass(result):
+        state = state.evolve(passes_total=state.passes_total + 1)
+    return state
+
+
 class Compactor:
     def __init__(
         self,
@@ -127,32 +128,81 @@ class Compactor:
         self.session_id = session_id
         self.main_model = main_model
         self.state = MicroState()
-        self.turns_since_pass = 0
+        self.policy = CompactionPolicy(settings, ctx.window)
         self.batch_compactions = 0
 
     # --- the turn hook ------------------------------------------------------------
-    def count_completed(self) -> bool:
-        """The one rule for when a micro pass runs: count one completed exchange (a reply
-        and the results of its calls; a plain reply is one) and say whether a pass is due
-        now (every ``micro_compact_every_n_turns``). The app, the agent loop and replay all
-        count here, on ``turns_since_pass``."""
-        if not (self.settings.enabled and self.settings.micro_compact):
-            return False
-        self.turns_since_pass += 1
-        if self.turns_since_pass < self.settings.micro_compact_every_n_turns:
-            return False
-        self.turns_since_pass = 0
-        return True
+    def decide(self, conv: Conversation, *, turn_ended: bool = True) -> Decision:
+        """Count one completed exchange with the policy and say what runs now (the one rule:
+        the app, the agent loop and replay all ask here)."""
+        return self.policy.after_exchange(conv.total_tokens, turn_ended=turn_ended)
 
-    def finalize_turn(self, conv: Conversation, persist: Persist | None = None) -> list[PassReport]:
-        """After a completed turn: a micro pass (when due), then batch if over threshold."""
+    def finalize_turn(
+        self, conv: Conversation, persist: Persist | None = None, *, turn_ended: bool = True
+    ) -> list[PassReport]:
+        """After a completed exchange, synchronously: what the policy decided, then batch if
+        still over the threshold."""
+        decision = self.decide(conv, turn_ended=turn_ended)
         reports: list[PassReport] = []
         if not self.settings.enabled:
             return reports
-        if self.count_completed():
-            reports.append(self.micro_pass(conv, persist))
+        if decision.kind == MICRO_DUE:
+            reports += self.micro_passes(conv, decision, persist)
         if conv.total_tokens > self.ctx.window.threshold_tokens:
             reports.append(self.compress(conv, persist=persist))
+        return reports
+
+    def micro_passes(self, conv: Conversation, decision: Decision, persist: Persist | None = None) -> list[PassReport]:
+        """The passes of one decision, back to back (no chat request between them)."""
+        reports: list[PassReport] = []
+        while decision.down_to is None or conv.total_tokens > decision.down_to:
+            reports.append(self.micro_pass(conv, persist))
+            if not CompactionPolicy.again(decision, reports[-1].outcome, conv.total_tokens, len(reports)):
+                break
+        if reports:
+            self.policy.landed(conv.total_tokens)
+        return reports
+
+    def plan_micro_passes(
+        self, messages: list[Message], decision: Decision, *, epoch: int | None = None
+    ) -> list[PassResult]:
+        """Plan the passes of one decision on a copy, each on the result of the one before
+        (summarizer calls; nothing changes). ``publish_all`` then applies them together."""
+        work = Conversation(messages, counter=self.ctx.counter)
+        state = self.state
+        results: list[PassResult] = []
+        while decision.down_to is None or work.total_tokens > decision.down_to:
+            try:
+                result = plan_micro_pass(list(work.messages), state, self.ctx, total_tokens=work.total_tokens)
+            except Exception:
+                if not results:
+                    raise
+                log.exception("micro pass raised while planning; the passes planned before it still land")
+                break
+            result.epoch = epoch
+            results.append(result)
+            if result.splice is not None:
+                work.apply(result.splice)
+            state = counted_state(result, self.ctx.counter)
+            if not CompactionPolicy.again(decision, result.outcome, work.total_tokens, len(results)):
+                break
+        if results:  # where the passes got to on their snapshot, whatever is appended meanwhile
+            results[-1].stats["tokens_reached"] = work.total_tokens
+        return results
+
+    def publish_all(
+        self, conv: Conversation, results: list[PassResult], persist: Persist | None = None
+    ) -> list[PassReport]:
+        """Publish planned passes in order; after one that did not land as planned, the rest
+        (planned on top of it) are dropped."""
+        reports = []
+        for result in results:
+            reports.append(self.publish(conv, result, persist))
+            if reports[-1].outcome != result.outcome:
+                break
+        if any(r.kind == MICRO for r in reports):
+            reached = results[len(reports) - 1].stats.get("tokens_reached")
+            self.policy.landed(conv.total_tokens if reached is None else min(reached, conv.total_tokens))
         return reports
 
     def micro_pass(self, conv: Conversation, persist: Persist | None = None) -> PassReport:
@@ -189,12 +239,7 @@ class Compactor:
                 raise StaleSplice("the transcript was replaced while the pass ran")
             if result.splice is not None:
                 conv.check(result.splice)
-                removed = count_messages(conv.counter, list(result.splice.archived))
-                saved = removed - count_message(conv.counter, result.splice.marker)
-                state = state.evolve(tokens_saved_total=state.tokens_saved_total + saved)
-                result.splice.marker.meta["tokens_saved_total"] = state.tokens_saved_total
-            if counts_as_pass(result):
-                state = state.evolve(passes_total=state.passes_total + 1)
+            state = counted_state(result, conv.counter)
             if persist is not None and (result.splice is not None or result.skipped):
                 persist(result)
             for msg in result.skipped:

@@ -20,32 +20,36 @@ from __future__ import annotations
 
 import atexit
 import gc
-import logging
 import sys
 import threading
 import time
 import weakref
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hermes_tui import paths
+from hermes_tui.providers.mlx_prefix import (
+    PREFILL_STEP_S,  # noqa: F401 - part of this module's interface (bench_cancel reads it here)
+    PrefixCache,
+    common_prefix,  # noqa: F401 - part of this module's interface
+    keep_prefix,
+    prefill,
+    reuse_prefix,
+    warm_prefix,
+)
+from hermes_tui.providers.mlx_thread import (  # noqa: F401 - re-exported: callers import them from here
+    POLL_S,
+    THREAD_NAME,
+    GenerationAborted,
+    MlxJob,
+    _MlxThread,
+    _park_thread,
+    _take_thread,
+)
 
-THREAD_NAME = "hermes-mlx"
-POLL_S = 0.05       # how often a caller whose job waits in the queue looks at its cancel event
 EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
-
-# A prompt is read in steps, and a step cannot be interrupted: cancel and deadline are
-# checked between steps. A fixed step does not fit every device (mlx_lm's 2048 tokens take
-# ~10 s with the tiny model on a CPU), so each step is sized from the speed of the one
-# before to take about PREFILL_STEP_S. On the CPU this reads as fast as 2048-token steps
-# (benchmarks/bench_cancel.py).
-PREFILL_STEP_S = 0.25
-PREFILL_FIRST_STEP = 32    # tokens, before the device's speed is known
-PREFILL_MAX_STEP = 2048    # mlx_lm's own step: longer steps read no faster and take more memory
-PREFILL_MAX_GROWTH = 4     # a step's size grows at most this much over the previous one
 
 MISSING_MODEL_HELP = (
     "download it first (e.g. `hf download {name}` on a machine with network access), "
@@ -71,21 +75,6 @@ class ModelUnavailable(Exception):
     """The model cannot be loaded here; the message says which and how to get it."""
 
 
-class GenerationAborted(Exception):
-    """Cancelled or timed out; ``reason`` is "cancelled" or "timeout".
-
-    A generation that had started says how far it got: ``prompt_tokens`` (the whole
-    prompt) and ``prompt_tokens_processed`` (those in the KV cache when it stopped,
-    prefix-cache hits included); both None when it never started.
-    """
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
-        self.prompt_tokens: int | None = None
-        self.prompt_tokens_processed: int | None = None
-
-
 @dataclass
 class GenerationStats:
     text: str
@@ -100,19 +89,13 @@ class GenerationStats:
 
 
 @dataclass
-class _PrefixCache:
-    tokens: list[int]
-    cache: list[Any]
-
-
-@dataclass
 class LoadedModel:
     name: str
     path: Path
     model: Any
     tokenizer: Any
     config: dict[str, Any]
-    prefixes: dict[str, _PrefixCache] = field(default_factory=dict)
+    prefixes: dict[str, PrefixCache] = field(default_factory=dict)
 
 
 def gpu_available() -> bool:
@@ -152,179 +135,6 @@ def resolve_model_path(name: str) -> Path:
         return Path(snapshot_download(name, local_files_only=True, allow_patterns=DEFAULT_ALLOW_PATTERNS))
     except Exception:  # noqa: BLE001 - every hub failure means "not here"
         raise ModelUnavailable(f"model {name} is not in the local Hugging Face cache: " + MISSING_MODEL_HELP.format(name=name)) from None
-
-
-_QUEUED, _RUNNING, _DONE = "queued", "running", "done"
-
-
-class MlxJob:
-    """One piece of work queued for a runtime's MLX thread: a handle to wait on.
-
-    A job still in the queue when its ``cancel`` is set or its deadline passes is
-    dropped there and ends with GenerationAborted at once: it never waits for the
-    device. Once running, a generation checks both itself at every token.
-    """
-
-    def __init__(
-        self, worker: _MlxThread, fn: Callable[[], Any], *, generation: bool = False,
-        cancel: Any = None, deadline: float | None = None, timeout: float | None = None,
-        on_done: Callable[[], None] | None = None,
-    ) -> None:
-        self._worker = worker
-        self._fn = fn
-        self.generation = generation  # counted in ``waiting`` while queued
-        self.cancel = cancel          # anything with ``is_set()``
-        self.deadline = deadline      # time.perf_counter() value
-        self.timeout = timeout
-        self.on_done = on_done        # called once, when the job ends (on whichever thread ends it)
-        self.state = _QUEUED
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-
-    def expire(self) -> bool:
-        """Drop the job if it is still queued and cancelled or past its deadline; True when done."""
-        if self.state == _QUEUED:
-            if self.cancel is not None and self.cancel.is_set():
-                self._worker.drop(self, GenerationAborted("cancelled", "generation cancelled"))
-            elif self.deadline is not None and time.perf_counter() > self.deadline:
-                self._worker.drop(self, GenerationAborted(
-                    "timeout", f"waited {self.timeout or 0:.0f} s for the model to be free"))
-        return self.done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job has ended (or ``timeout`` s passed); True when it has."""
-        end = None if timeout is None else time.monotonic() + timeout
-        while not self.expire():
-            step = None if self.cancel is None and self.deadline is None else POLL_S
-            if end is not None:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                step = left if step is None else min(step, left)
-            self.done.wait(step)
-        return True
-
-    def result(self) -> Any:
-        """Wait for the job; its return value, or the exception it raised."""
-        self.wait()
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-    def _run(self) -> None:
-        try:
-            self.value = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-            self.error = exc
-        self._fn = None  # drop what the closure holds (prompt, on_text, …)
-
-    def _finish(self) -> None:
-        self.state = _DONE
-        self.done.set()
-        if self.on_done is not None:
-            try:
-                self.on_done()
-            except Exception:
-                logging.getLogger(__name__).exception("on_done callback of an MLX job failed")
-
-
-class _MlxThread:
-    """The one thread that runs a runtime's MLX work, jobs in the order they came.
-
-    The thread never ends. A Python thread that used MLX runs MLX's thread-local
-    destructors when it ends, and they take the GIL: if that happens while the
-    interpreter is shutting down the process aborts ("terminate called without an
-    active exception"; seen with a core dump, a Python thread ending in
-    ``__call_tls_dtors`` → ``PyGILState_Ensure`` → ``pthread_exit``). So a runtime
-    that is collected hands its thread to the next runtime instead (``_take_thread``),
-    and at exit the thread is left parked, holding no Python state.
-
-    Kept apart from ``MlxRuntime`` so the thread holds no reference to the runtime.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.wakeup = threading.Condition(self.lock)
-        self.queue: deque[MlxJob] = deque()
-        self.thread: threading.Thread | None = None
-        self.current: MlxJob | None = None
-        self.waiting = 0       # generations in the queue
-        self.closing = False   # at exit: the running generation stops, new jobs are refused
-
-    def on_thread(self) -> bool:
-        return self.thread is not None and threading.current_thread() is self.thread
-
-    def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
-    def submit(self, job: MlxJob, *, at_exit: bool = False) -> MlxJob:
-        if self.on_thread():  # asked from a job (e.g. from on_text): run it now, not behind itself
-            job.state = _RUNNING
-            job._run()
-            job._finish()
-            return job
-        with self.lock:
-            if self.closing and not at_exit:
-                raise GenerationAborted("cancelled", "the MLX runtime is shutting down")
-            if not self.alive():
-                self.thread = threading.Thread(target=self._serve, name=THREAD_NAME, daemon=True)
-                self.thread.start()
-            self.queue.append(job)
-            if job.generation:
-                self.waiting += 1
-            self.wakeup.notify()
-        return job
-
-    def drop(self, job: MlxJob, error: BaseException) -> None:
-        """End a job that is still queued, with ``error``; nothing if it has started."""
-        with self.lock:
-            if job.state != _QUEUED:
-                return
-            self.queue.remove(job)
-            if job.generation:
-                self.waiting -= 1
-            job.error = error
-            job.state = _DONE
-        job._finish()
-
-    def _serve(self) -> None:
-        while True:
-            with self.lock:
-                while not self.queue:
-                    self.wakeup.wait()
-                job = self.queue[0]
-            job.expire()  # cancelled while queued, with nobody polling it: dropped now
-            with self.lock:
-                if job.state != _QUEUED:
-                    continue
-                self.queue.popleft()
-                if job.generation:
-                    self.waiting -= 1
-                job.state = _RUNNING
-                self.current = job
-            try:
-                job._run()
-            finally:
-                with self.lock:
-                    self.current = None
-                job._finish()  # after ``current`` is cleared: a returned caller sees the device free
-            del job
-
-
-_IDLE: list[_MlxThread] = []  # the threads of collected runtimes, for the next runtime
-_IDLE_LOCK = threading.Lock()
-
-
-def _take_thread() -> _MlxThread:
-    with _IDLE_LOCK:
-        return _IDLE.pop() if _IDLE else _MlxThread()
-
-
-def _park_thread(worker: _MlxThread) -> None:
-    """A collected runtime's thread: idle (its jobs held the runtime), kept for reuse."""
-    with _IDLE_LOCK:
-        _IDLE.append(worker)
 
 
 class MlxRuntime:
@@ -407,6 +217,15 @@ class MlxRuntime:
             loaded = self._models.get(path)
         return loaded if loaded is not None else self._call(lambda: self._load_once(name, path), timeout=timeout)
 
+    def loaded(self, name: str) -> LoadedModel | None:
+        """The model if it is loaded already (never loads it)."""
+        try:
+            path = resolve_model_path(name).resolve()
+        except ModelUnavailable:
+            return None
+        with self._models_lock:
+            return self._models.get(path)
+
     def _load_once(self, name: str, path: Path) -> LoadedModel:
         with self._models_lock:  # loads run one after the other: the first one fills it
             if path in self._models:
@@ -481,6 +300,18 @@ class MlxRuntime:
             worker, run, generation=True, cancel=cancel, deadline=deadline, timeout=timeout, on_done=on_done,
         ))
 
+    def start_warm(
+        self, loaded: LoadedModel, messages: list[dict[str, Any]], *, cache_key: str,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> MlxJob:
+        """Queue reading ``messages`` into ``cache_key``'s prefix cache (after a compaction
+        splice: the next request's start), so that request prefills only what is new. The
+        job's result: (tokens reused, tokens read)."""
+        extra = {"tools": tools} if tools else {}
+        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **extra)
+        tokens = list(loaded.tokenizer.encode(text, add_special_tokens=False))
+        return self._mlx.submit(MlxJob(self._mlx, lambda: warm_prefix(loaded, cache_key, tokens)))
+
     def _generate_now(self, loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started):
         import mlx.core as mx
         from mlx_lm import stream_generate
@@ -494,7 +325,7 @@ class MlxRuntime:
                 raise GenerationAborted("timeout", f"generation took longer than {deadline - started:.0f} s")
 
         check()
-        cache, reused = self._reuse_prefix(loaded, cache_key, tokens)
+        cache, reused = reuse_prefix(loaded, cache_key, tokens)
         mx.reset_peak_memory()
         text, finish, response = "", "length", None
         processed, prompt_tps = reused, 0.0
@@ -525,7 +356,7 @@ class MlxRuntime:
                 exc.prompt_tokens, exc.prompt_tokens_processed = len(tokens), processed
             raise
         if cache_key:
-            self._keep_prefix(loaded, cache_key, tokens, cache)
+            keep_prefix(loaded, cache_key, tokens, cache)
         generated = response.generation_tokens if response else 0
         return GenerationStats(
             text=text,
@@ -538,68 +369,6 @@ class MlxRuntime:
             peak_memory_gb=response.peak_memory if response else 0.0,
             duration_s=time.perf_counter() - started,
         )
-
-    # --- prefix cache ------------------------------------------------------------------
-    def _reuse_prefix(self, loaded: LoadedModel, key: str | None, tokens: list[int]) -> tuple[list[Any], int]:
-        """A KV cache holding the longest prefix of ``tokens`` seen last time, and its length."""
-        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
-
-        previous = loaded.prefixes.get(key) if key else None
-        if previous is None or not can_trim_prompt_cache(previous.cache):
-            return make_prompt_cache(loaded.model), 0
-        common = common_prefix(previous.tokens, tokens)
-        common = min(common, len(tokens) - 1)  # at least one token must be fed to generate
-        held = previous.cache[0].offset
-        trim_prompt_cache(previous.cache, held - common)
-        return previous.cache, common
-
-    def _keep_prefix(self, loaded: LoadedModel, key: str, tokens: list[int], cache: list[Any]) -> None:
-        """Keep the cache for the prompt only: generated tokens will not recur verbatim."""
-        from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
-
-        if not can_trim_prompt_cache(cache):
-            loaded.prefixes.pop(key, None)
-            return
-        trim_prompt_cache(cache, max(0, cache[0].offset - len(tokens)))
-        loaded.prefixes[key] = _PrefixCache(list(tokens), cache)
-
-
-def prefill(model: Any, cache: list[Any], tokens: list[int], start: int) -> Iterator[int]:
-    """Read ``tokens[start:]`` into ``cache`` in steps, all but the last token (generation
-    starts from it); after each step, yield how many of ``tokens`` the cache now holds.
-
-    The same work as mlx_lm's own prefill loop (``generate_step``), with each step sized
-    to take about PREFILL_STEP_S on this device (see the constants).
-    """
-    import mlx.core as mx
-    from mlx_lm.generate import generation_stream, wired_limit
-
-    end = len(tokens) - 1
-    step = PREFILL_FIRST_STEP
-    while start < end:
-        size = min(step, end - start)
-        began = time.perf_counter()
-        # wired_limit: as in stream_generate, keeps a large model resident on Metal (no-op on the CPU)
-        with wired_limit(model, [generation_stream]), mx.stream(generation_stream):
-            model(mx.array(tokens[start:start + size])[None], cache=cache)
-            mx.eval([c.state for c in cache])
-        mx.clear_cache()
-        start += size
-        took = time.perf_counter() - began
-        paced = int(size * PREFILL_STEP_S / took) if took > 0 else PREFILL_MAX_STEP
-        step = max(PREFILL_FIRST_STEP, min(paced, size * PREFILL_MAX_GROWTH, PREFILL_MAX_STEP))
-        yield start
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """How many leading tokens ``a`` and ``b`` share: what a prefix cache can reuse."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
 
 def _stop_at(text: str, stop: list[str]) -> int | None:
     positions = [text.find(s) for s in stop if s and s in text]

@@ -19,10 +19,11 @@ registry (``Tools.sync``), so a server still starting never holds the turn up an
 tools are offered from the first request after it is up.
 
 Compaction: each completed exchange is counted by the one rule
-(``Session.exchange_completed``); a due pass is planned in the background
-(``session.passes``) and published before the next model call. Every model call goes
-through the session's guard (``session.fit``): the loop waits for passes, and compacts,
-only when the next request would not fit the window.
+(``Session.exchange_completed``, the compaction policy); the passes it asks for are
+planned in the background (``session.passes``) and published together before the next
+model call. Every model call goes through the session's guard (``session.fit``): the loop
+waits for passes, and compacts, only when the next request would not fit the window (or
+when it is over the threshold while passes are in flight).
 
 Runs in a worker thread; the listener's hooks are called from that thread.
 """
@@ -233,6 +234,7 @@ class AgentTurn:
         cancel = cancel or threading.Event()
         reply: Message | None = None
         for step in range(1, self.max_steps + 1):
+            self._catch_up()
             self.passes.publish_ready()
             self.listener.step_started(step)
             stepped = self._model_step(cancel)
@@ -243,7 +245,7 @@ class AgentTurn:
                 return AgentResult(STOPPED, reply.content, step, self.calls, reply)
             if reply.tool_calls:
                 self._answer_calls(reply, cancel)
-            self._exchange_completed()
+            self._exchange_completed(turn_ended=not reply.tool_calls)
             if cancel.is_set():
                 return AgentResult(STOPPED, reply.content, step, self.calls, reply)
             if not reply.tool_calls:
@@ -392,8 +394,14 @@ class AgentTurn:
         return answer
 
     # --- compaction between steps -------------------------------------------------------
-    def _exchange_completed(self) -> None:
-        if self.session.exchange_completed():
-            self.passes.request(MICRO)
-        elif self.session.compactor.settings.enabled and self.session.over_threshold():
-            self.passes.request(BATCH)
+    def _exchange_completed(self, *, turn_ended: bool) -> None:
+        due = self.session.exchange_completed(turn_ended=turn_ended).kind
+        if due is not None:
+            self.passes.request(MICRO if due == "micro" else BATCH)
+
+    def _catch_up(self) -> None:
+        """Over the threshold while passes are in flight, wait for them: a model faster than
+        the passes would otherwise outrun them until batch compaction is the only way back.
+        (A request that would not fit at all is the guard's: ``session.fit``.)"""
+        if self.passes.busy and self.session.over_threshold():
+            self.passes.settle()

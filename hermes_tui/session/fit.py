@@ -130,9 +130,10 @@ def guarded_stream(
         sent = request_size(session, tools, reply)
         started = False
         try:
-            for event in session.chat.stream(request, max_tokens=max_tokens, cancel=cancel, **extra):
-                started = True
-                yield event
+            with session.streaming():  # a pass planned meanwhile is published after the reply
+                for event in session.chat.stream(request, max_tokens=max_tokens, cancel=cancel, **extra):
+                    started = True
+                    yield event
             return
         except ChatError as exc:
             if exc.kind != CONTEXT_EXCEEDED or started or retried or isinstance(exc, ContextTooLarge):

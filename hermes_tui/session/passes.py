@@ -1,18 +1,20 @@
 """Compaction passes in the background while the agent works, one at a time.
 
-The agent loop asks for a pass after each completed exchange (``request``); a worker
-thread plans it on a snapshot (``Session.plan_pass``, the summarizer runs outside the
-lock) and the loop publishes it between model calls (``publish_ready``), so a splice
-never lands while a request is being built. A request made while a pass is in flight
-is queued and started once that one is published: passes never overlap, and each
-pass asked for runs (a micro pass folds one exchange, so dropping requests would let
-the unabsorbed exchanges pile up). The loop waits for a pass (``settle``) only when the next request
+The agent loop asks for passes when the policy says so after a completed exchange
+(``request``); a worker thread plans them on a snapshot (``Session.plan_pass``: the
+passes of one decision, the summarizer runs outside the lock) and the loop publishes
+them together between model calls (``publish_ready``), so a splice never lands while a
+request is being built. A request made while passes are in flight is queued and started
+once those are published: passes never overlap. Each one-pass request runs (it folds
+one exchange, so dropping requests would let the unabsorbed exchanges pile up); of
+requests that pass down to a mark, one waiting is enough. The loop waits for a pass (``settle``) only when the next request
 would not fit the window, and at the end of the turn.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -34,10 +36,11 @@ class BackgroundPasses:
         self.on_published = on_published
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._planned: PassResult | None = None
+        self._planned: PassResult | list[PassResult] | None = None
         self._kind: str | None = None  # the pass in flight (planning or planned)
         self._queued: list[str] = []  # asked for while one was in flight, in order
         self.published: list[PassReport] = []
+        self.waited_s = 0.0  # time spent in ``settle``: how long the loop waited for compaction
 
     @property
     def busy(self) -> bool:
@@ -57,10 +60,14 @@ class BackgroundPasses:
         """Run a pass of ``kind`` now, or after the ones in flight and queued."""
         with self._lock:
             if self._kind is not None:
-                if not (kind == BATCH and BATCH in self._queued):  # one batch waiting is enough
+                if kind not in self._queued or not self._one_is_enough(kind):
                     self._queued.append(kind)
                 return
             self._start(kind)
+
+    def _one_is_enough(self, kind: str) -> bool:
+        due = self.session.due
+        return kind == BATCH or (due is not None and due.down_to is not None)
 
     def _start(self, kind: str) -> None:
         self._kind = kind
@@ -75,8 +82,8 @@ class BackgroundPasses:
             log.exception("%s pass failed while planning; the transcript is unchanged", kind)
             planned = None
         with self._lock:
-            self._planned = planned
-            if planned is None:
+            self._planned = planned or None  # nothing planned: already under the decision's mark
+            if self._planned is None:
                 self._finished()
 
     def _finished(self) -> None:
@@ -95,7 +102,7 @@ class BackgroundPasses:
             try:
                 report = self.session.publish_pass(planned)
             except Exception:
-                log.exception("%s pass failed while publishing; the transcript is unchanged", planned.kind)
+                log.exception("%s pass failed while publishing; the transcript is unchanged", self._kind)
                 report = None
             self._finished()
         if report is not None:
@@ -106,6 +113,13 @@ class BackgroundPasses:
 
     def settle(self, timeout: float | None = None) -> None:
         """Wait for every pass in flight or asked for, publishing each."""
+        started = time.perf_counter()
+        try:
+            self._settle(timeout)
+        finally:
+            self.waited_s += time.perf_counter() - started
+
+    def _settle(self, timeout: float | None) -> None:
         while True:
             thread = self._thread
             if thread is not None:

@@ -1,8 +1,9 @@
 """A conversation: the turn loop, compaction after each turn, and the store behind both.
 
-The UI drives it from worker threads: ``send`` streams a reply (chat thread),
-``plan_pass`` runs a pass on a snapshot (pass thread) and ``publish_pass`` applies
-it. Every change to the transcript and every store write happens under one lock,
+The UI drives it from worker threads: ``reply`` streams a reply (chat thread),
+``plan_pass`` plans the passes the policy asked for on a snapshot (pass thread) and
+``publish_pass`` applies them, once no reply is streaming: a splice lands while the
+chat is idle, so the chat model's next request sees it whole. Every change to the transcript and every store write happens under one lock,
 so a reply that lands while a pass runs is simply appended, and the pass's splice
 still applies (appends never invalidate it) or is dropped as stale, never half-applied.
 
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hermes_tui.chat.client import CANCELLED, ChatClient, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.engine import Compactor, PassReport
-from hermes_tui.compaction.micro import plan_micro_pass
+from hermes_tui.compaction.policy import MICRO, Decision
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
@@ -31,7 +33,7 @@ from hermes_tui.session import chat_telemetry
 from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.store.counters import save_counters
-from hermes_tui.transcript import Message
+from hermes_tui.transcript import Message, wire_view
 
 log = get_logger("session")
 
@@ -70,7 +72,10 @@ class Session:
         state = compactor.state
         self._stored_counters = (state.passes_total, state.tokens_saved_total)
         self._in_flight = 0
-        self._pass_due = False
+        self.due: Decision | None = None  # the policy's decision for the last completed exchange
+        self._micro_due: Decision | None = None  # the last one that asked for micro passes
+        self._streaming = 0  # replies being streamed: passes wait for them to end
+        self._idle = threading.Condition(self.lock)
         self._closing: bool | None = False  # None once the lease is given up
 
     # --- the session's lease ----------------------------------------------------------------
@@ -185,7 +190,7 @@ class Session:
             self.store.flush(self.info.id, [reply])
             if not stopped:
                 self.turns_completed += 1
-                self.exchange_completed()
+                self.exchange_completed(turn_ended=True)
         return TurnResult(reply, done, stopped)
 
     def context_tokens(self) -> int:
@@ -215,6 +220,18 @@ class Session:
         """The one way to the model: the transcript, guarded (``session.fit.guarded_stream``)."""
         return guarded_stream(self, max_tokens=max_tokens, cancel=cancel, tools=tools, listener=listener,
                               settle=settle)
+
+    @contextmanager
+    def streaming(self) -> Iterator[None]:
+        """A chat request is in flight: ``publish_pass`` waits until it is over."""
+        with self.lock:
+            self._streaming += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._streaming -= 1
+                self._idle.notify_all()
 
     def append(self, message: Message) -> None:
         """Keep one finished message: in the transcript and, at once, in the store."""
@@ -251,35 +268,57 @@ class Session:
             return added
 
     # --- compaction -----------------------------------------------------------------------
-    def exchange_completed(self) -> bool:
-        """Count a completed exchange with the compactor (the one rule and its counter,
-        ``Compactor.count_completed``); ``pass_due`` then says what it decided."""
+    def exchange_completed(self, *, turn_ended: bool = True) -> Decision:
+        """Count a completed exchange with the compaction policy (the one rule and its
+        counter, ``Compactor.decide``); ``due_compaction`` then says what it decided."""
         with self.lock:
-            self._pass_due = self.compactor.count_completed()
-            return self._pass_due
+            self.due = self.compactor.decide(self.conv, turn_ended=turn_ended)
+            if self.due.kind == MICRO:
+                self._micro_due = self.due
+            return self.due
 
-    def pass_due(self) -> bool:
-        """Whether the last completed exchange made a micro pass due."""
-        return self._pass_due
+    def due_compaction(self) -> str | None:
+        """What the last completed exchange made due: ``"micro"``, ``"batch"`` or None."""
+        return self.due.kind if self.due is not None else None
 
-    def plan_pass(self) -> PassResult:
-        """Plan a micro pass on a snapshot (worker thread; calls the summarizer)."""
+    def plan_pass(self) -> list[PassResult]:
+        """Plan the micro passes of the last decision that asked for them, on a snapshot
+        (worker thread; calls the summarizer). Empty when the transcript is already under
+        that decision's mark (a request made while its passes were in flight)."""
         with self.lock:
             snapshot = list(self.conv.messages)
-            total, epoch = self.conv.total_tokens, self.conv.epoch
-        result = plan_micro_pass(snapshot, self.compactor.state, self.compactor.ctx, total_tokens=total)
-        result.epoch = epoch
-        return result
+            epoch = self.conv.epoch
+            decision = self._micro_due or Decision(self.compactor.policy.exchanges, MICRO)
+        return self.compactor.plan_micro_passes(snapshot, decision, epoch=epoch)
 
-    def publish_pass(self, result: PassResult) -> PassReport:
-        with self.lock:
-            report = self.compactor.publish(self.conv, result, self._persist)
-            self.last_pass = report
+    def publish_pass(self, planned: PassResult | list[PassResult]) -> PassReport | None:
+        """Publish planned passes together, once no reply is streaming; the last one's report
+        (the last published before, when nothing was planned)."""
+        results = planned if isinstance(planned, list) else [planned]
+        with self._idle:
+            while self._streaming:
+                self._idle.wait(timeout=1.0)
+            reports = self.compactor.publish_all(self.conv, results, self._persist)
+            if reports:
+                self.last_pass = reports[-1]
             self._keep_counters()
-            return report
+            landed = [r for r, report in zip(results, reports, strict=False) if report.outcome == r.outcome]
+            spliced = any(r.splice is not None for r in landed)
+            request = wire_view(self.conv.messages) if spliced and self._rewarms() else None
+            last = self.last_pass
+        if request is not None:
+            self.chat.warm(request)
+        return last
+
+    def _rewarms(self) -> bool:
+        """Whether a splice is followed by re-warming the chat model's prompt cache."""
+        kind = getattr(self.chat, "warm_kind", None)
+        c = self.config.compression
+        return (kind == "local" and c.rewarm) or (kind == "server" and c.rewarm_server)
 
     def finalize_turn(self) -> list[PassReport]:
-        """Synchronously: a micro pass (when due) and batch if over the threshold."""
+        """Synchronously: what the policy decides for the exchange just completed, then batch
+        if over the threshold."""
         with self.lock:
             reports = self.compactor.finalize_turn(self.conv, self._persist)
             if reports:

@@ -165,7 +165,9 @@ def small_transcript(tmp_path: Path) -> Path:
 
 def test_eval_cli_json(tmp_path):
     path = small_transcript(tmp_path)
-    proc = run_cli(tmp_path, "eval", str(path), "--provider", "extractive", "--context-limit", "16384", "--json")
+    # A pass after every step: the checkpoints after 10, 50, 100 passes are what it reports.
+    proc = run_cli(tmp_path, "eval", str(path), "--provider", "extractive", "--context-limit", "16384", "--json",
+                   "--policy", "per_exchange")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert {"transcript", "summarizer", "mode", "fact_guard", "turns", "planted", "passes", "outcomes",
@@ -182,7 +184,7 @@ def test_eval_cli_json(tmp_path):
 def test_eval_cli_text_and_options(tmp_path):
     path = small_transcript(tmp_path)
     proc = run_cli(tmp_path, "eval", str(path), "--provider", "extractive", "--mode", "merge", "--no-fact-guard",
-                   "--plant-every", "0")
+                   "--plant-every", "0", "--policy", "per_exchange")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "mode merge, fact guard off" in out and "0 planted" in out

@@ -47,7 +47,9 @@ def _replay(
     mode: str, *, pressure: bool = True, summarizer=None
 ) -> tuple[list[Message], Conversation, ReplayResult, list[float]]:
     messages = parse_transcript(DEMO_SESSION.read_text(encoding="utf-8"), source=str(DEMO_SESSION))
-    config = Config()  # default compression settings
+    # Default compression settings, with the spec's schedule: a pass after every exchange
+    # (``per_exchange``), the case this file checks; the default policy is in bench_cache.
+    config = Config().with_overrides({"compression.policy": "per_exchange"})
     counter = make_counter(config)
     compactor = make_compactor(
         config, counter=counter, summarizer=summarizer or ExtractiveSummarizer(),

@@ -220,8 +220,10 @@ def test_demo(home):
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr
     assert re.search(r"^\s*pass\s+\| messages \|\s+tokens \|\s+delta \| occupancy \| duration$", proc.stdout, re.M), proc.stdout
-    rows = re.findall(r"^\s*\d+\s+\| +\d+ -> \d+ \|", proc.stdout, re.M)
-    assert len(rows) >= 5
+    # Pass rows may carry their outcome: "1 (defrag) | 76 -> 21 |".
+    rows = re.findall(r"^\s*\d+(?: \(\w+\))?\s+\| +\d+ -> \d+ \|", proc.stdout, re.M)
+    # The default policy (watermark) folds several exchanges per splice: a few splices.
+    assert len(rows) >= 3
     assert "batch compactions 0" in proc.stdout
     assert len(telemetry(home)) > 0
 
@@ -383,7 +385,7 @@ def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
     proc = run_cli(
         home, "compact", str(path), "--provider", "openai-api",
         "--base-url", mlx_server.base_url, "--model", mlx_server.model,
-        "--context-limit", "2048", "--turns", "step",
+        "--context-limit", "2048", "--turns", "step", "--policy", "per_exchange",
     )
 
     assert proc.returncode == 0, explain(proc)
@@ -426,7 +428,7 @@ def test_compact_against_closed_port(tiny_model, hf_offline_env, tmp_path, home)
     proc = run_cli(
         home, "compact", str(path), "--provider", "openai-api",
         "--base-url", base_url, "--model", str(tiny_model.fp32),
-        "--context-limit", "2048", "--turns", "step",
+        "--context-limit", "2048", "--turns", "step", "--policy", "per_exchange",
     )
 
     assert proc.returncode == 0, explain(proc)

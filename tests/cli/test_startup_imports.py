@@ -120,10 +120,12 @@ def test_the_choices_the_parsers_name_are_the_packages_own():
     from hermes_tui.analysis.replay import TURN_MODES
     from hermes_tui.cli import bench, common, models
     from hermes_tui.compaction.micro import MODES
+    from hermes_tui.compaction.policy import POLICIES
     from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
 
     assert common.TURN_MODES == TURN_MODES
     assert common.MICRO_MODES == MODES
+    assert common.POLICIES == POLICIES
     assert common.FALLBACK_CONTEXT_LIMIT == FALLBACK_CONTEXT_LIMIT
     assert models.ROLES == hub.ROLES
     assert bench.DEFAULT_PASSES == DEFAULT_PASSES

@@ -335,6 +335,7 @@ def test_resume_from_the_store_checks_the_stored_marker(tmp_path):
         "model.provider": "openai-api", "model.model": "unused", "model.base_url": "http://127.0.0.1:9/v1",
         "model.context_length": 8192, "auxiliary.compression.provider": "extractive",
         "compression.protect_first_n": 1, "compression.target_ratio": 0.05,
+        "compression.policy": "per_exchange",
     })
     with Store(tmp_path / "state.db") as store:
         info = store.create_session("imported")

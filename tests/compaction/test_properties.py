@@ -280,7 +280,9 @@ class CompactionMachine(RuleBasedStateMachine):
             protect_first_n=cfg["protect_first_n"],
             micro_compact_every_n_turns=cfg["every_n"],
             micro_compact_defrag_threshold_tokens=cfg["defrag_threshold"],
+            policy="per_exchange",
         )
+        self.exchanges_waiting = 0  # the oracle's own count of exchanges since the last pass
         window = ContextWindow(limit=cfg["limit"], threshold=self.settings.threshold, target_ratio=cfg["target_ratio"])
         self.summarizer = OutcomeSummarizer()
         self.summarizer.leak = leak
@@ -418,12 +420,15 @@ class CompactionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.pending)
     @rule(planned=st.lists(outcomes, min_size=1, max_size=3), ok=store_ok)
     def finalize_turn(self, planned, ok):
-        turns = self.compactor.turns_since_pass + 1
+        self.exchanges_waiting += 1
+        turns = self.exchanges_waiting
         tokens = self.conv.total_tokens
         reports = self._passes(planned, ok, lambda: self.compactor.finalize_turn(self.conv, persist=self.persist))
         kinds = [r.kind for r in reports]
         # A micro pass every n turns, then batch only if the window is still over the threshold.
         expect_micro = turns >= self.settings.micro_compact_every_n_turns
+        if expect_micro:
+            self.exchanges_waiting = 0
         assert kinds.count("micro") == expect_micro and (not expect_micro or kinds[0] == "micro"), kinds
         if expect_micro:
             tokens = reports[0].fields["tokens_after"]
@@ -443,6 +448,7 @@ class CompactionMachine(RuleBasedStateMachine):
         self.inputs = [by_id.get(m.id, m) for m in self.inputs]
         self.compactor = Compactor(self.ctx, self.settings, session_id="prop")
         self.conv = Conversation(loaded, counter=self.counter)
+        self.exchanges_waiting = 0  # a new process counts afresh
         self.failing, self.failures = None, 0
 
     @rule(outcome=outcomes, pick=st.integers(0, 10_000))

@@ -225,6 +225,7 @@ def test_no_planted_credential_leaves_the_cli(hermes_home, tmp_path):
         for mode in ("append", "merge"):
             proc = run_cli("compact", str(transcript), "--provider", "openai-api", "--base-url", endpoint.base_url,
                            "--model", "echo", "--context-limit", "16384", "--turns", "step", "--mode", mode,
+                           "--policy", "per_exchange",
                            "--out", str(tmp_path / f"out-{mode}.json"))
             assert proc.returncode == 0, proc.stderr[-3000:]
             sessions.append(re.search(r"stored as session (\S+)", proc.stderr).group(1))

@@ -200,7 +200,8 @@ def test_compact_with_the_mlx_provider_end_to_end(tiny_model, hermes_home, hf_of
     transcript.write_text(json.dumps([m.to_openai() for m in agent_session(exchanges=5, size=40)]))
     proc = subprocess.run(
         [sys.executable, "-m", "hermes_tui.cli", "compact", str(transcript), "--provider", "mlx",
-         "--model", str(tiny_model.q4), "--context-limit", "2048", "--turns", "step"],
+         "--model", str(tiny_model.q4), "--context-limit", "2048", "--turns", "step",
+         "--policy", "per_exchange"],
         capture_output=True, text=True, timeout=300, env={**os.environ, "HERMES_TUI_HOME": str(hermes_home)},
     )
     assert proc.returncode == 0, proc.stderr

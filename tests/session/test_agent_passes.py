@@ -58,7 +58,8 @@ def start(tmp_path, *, limit: int, lines: int, summarizer, model: ScriptedModel)
     (workspace / "big.txt").write_text("".join(f"row {n}: alpha beta gamma delta epsilon zeta eta theta\n"
                                                for n in range(lines)))
     config = Config().with_overrides({"model.context_length": limit, "compression.protect_first_n": 1,
-                                      "auxiliary.compression.provider": "extractive"})
+                                      "auxiliary.compression.provider": "extractive",
+                                      "compression.policy": "per_exchange"})  # a pass after each step
     store = Store(tmp_path / "state.db")
     session = open_session(config, store, title="passes", chat=model, summarizer=summarizer)
     session.add_user_message("Read big.txt again and again")

@@ -29,6 +29,7 @@ def config(tiny_model):
     return Config().with_overrides({
         "model.provider": "mlx", "model.model": str(tiny_model.fp32), "model.context_length": 4096,
         "auxiliary.compression.provider": "extractive",
+        "compression.policy": "per_exchange",  # these tests watch single passes
     })
 
 

@@ -123,7 +123,7 @@ class Scenario:
 
 
 # Defrags happen at a small rolling summary, so kills land inside defrags too.
-MICRO = "compression:\n  micro_compact_defrag_threshold_tokens: 400\n"
+MICRO = "compression:\n  micro_compact_defrag_threshold_tokens: 400\n  policy: per_exchange\n"
 SCENARIOS = {
     # ~100 messages, one pass per agent step: absorbs and defrags.
     "step": Scenario("step", "step", MICRO, agent_transcript(seed=7, steps=40, users_every=8, big_every=15)),

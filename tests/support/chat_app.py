@@ -56,6 +56,7 @@ def make_config(tiny_model) -> Config:
     return Config().with_overrides({
         "model.provider": "mlx", "model.model": str(tiny_model.fp32), "model.context_length": 1024,
         "auxiliary.compression.provider": "extractive",
+        "compression.policy": "per_exchange",  # a pass after every reply: these tests watch passes land
     })
 
 

@@ -41,4 +41,5 @@ def write_json(path: Path, messages: list[dict]) -> Path:
     return path
 
 
-COMPACT = ("--provider", "extractive", "--context-limit", "4096")
+# A pass after every turn: these tests watch what passes do, not when the policy runs them.
+COMPACT = ("--provider", "extractive", "--context-limit", "4096", "--policy", "per_exchange")

@@ -1,0 +1,91 @@
+"""The compaction policy (pure logic) and the engine's passes of one decision.
+
+Expected values come from the settings by hand (threshold x marks), never from the
+policy's own properties."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from helpers import ScriptedSummarizer, exchange, make_compactor, user
+
+from hermes_tui.compaction.policy import BATCH, MICRO, CompactionPolicy
+from hermes_tui.compaction.settings import CompactionSettings
+from hermes_tui.compaction.window import ContextWindow
+
+LIMIT = 10_000  # threshold 8,000: high 6,800, low 4,400
+
+
+def policy(**kw) -> CompactionPolicy:
+    return CompactionPolicy(CompactionSettings(**kw), ContextWindow(limit=LIMIT))
+
+
+def test_watermark_waits_for_the_high_mark_then_asks_down_to_the_low_mark():
+    p = policy()
+    assert p.after_exchange(6_800).kind is None  # at the mark, not over it
+    decision = p.after_exchange(6_801)
+    assert (decision.kind, decision.down_to, decision.exchange) == (MICRO, 4_400, 2)
+
+
+def test_watermark_after_a_splice_that_ends_close_under_the_high_mark_waits_a_span_more():
+    p = policy()
+    p.landed(4_000)  # well under: the high mark holds
+    assert p.after_exchange(6_801).kind == MICRO
+    p.landed(6_000)  # 6,000 + 2,400 / 2 > 6,800: the next splice waits until 6,000 + 2,400
+    assert p.after_exchange(8_000).kind is None
+    assert p.after_exchange(8_001).kind == MICRO  # and never past the threshold (8,000)
+
+
+def test_per_exchange_every_n():
+    p = policy(policy="per_exchange", micro_compact_every_n_turns=2)
+    assert [p.after_exchange(10).kind for _ in range(4)] == [None, MICRO, None, MICRO]
+    assert p.after_exchange(10).down_to is None
+
+
+def test_per_turn_counts_only_exchanges_that_end_a_turn():
+    p = policy(policy="per_turn")
+    assert p.after_exchange(10, turn_ended=False).kind is None
+    assert p.after_exchange(10, turn_ended=False).kind is None
+    assert p.after_exchange(10, turn_ended=True).kind == MICRO
+    assert p.exchanges == 3
+
+
+def test_batch_when_over_the_threshold_and_no_micro_pass_is_due():
+    assert policy(micro_compact=False).after_exchange(8_001).kind == BATCH
+    assert policy(micro_compact=False).after_exchange(8_000).kind is None
+    assert policy(policy="per_turn").after_exchange(8_001, turn_ended=False).kind == BATCH
+    assert policy(enabled=False).after_exchange(9_999).kind is None
+
+
+def _long_session(compactor, conv, exchanges: int) -> None:
+    conv.append(user("Fix the bug"))
+    for _ in range(exchanges):
+        conv.extend(exchange(size=200))
+
+
+def test_the_passes_of_one_decision_are_planned_on_each_other_and_publish_as_one_splice():
+    compactor, conv = make_compactor(ScriptedSummarizer(), limit=8_000, policy="watermark", target_ratio=0.05)
+    compactor.ctx = dataclasses.replace(compactor.ctx, pressure_share=None)  # one exchange a pass
+    _long_session(compactor, conv, 12)
+    decision = compactor.decide(conv)
+    assert decision.kind == MICRO
+    before_ids = [m.id for m in conv.messages]
+    planned = compactor.plan_micro_passes(list(conv.messages), decision, epoch=conv.epoch)
+    assert len(planned) > 1 and [m.id for m in conv.messages] == before_ids  # planning changes nothing
+    reports = compactor.publish_all(conv, planned)
+    assert [r.outcome for r in reports] == ["absorbed"] * len(planned)
+    assert conv.total_tokens <= decision.down_to or len(planned) == 64
+    assert compactor.state.passes_total == len(planned)
+    assert sum(1 for m in conv.messages if m.is_marker) == 1
+    # The running total is what the passes really saved.
+    saved = -sum(r.fields["tokens_delta"] for r in reports)
+    assert compactor.state.tokens_saved_total == saved
+
+
+def test_the_synchronous_path_runs_the_same_passes():
+    compactor, conv = make_compactor(ScriptedSummarizer(), limit=8_000, policy="watermark", target_ratio=0.05)
+    compactor.ctx = dataclasses.replace(compactor.ctx, pressure_share=None)
+    _long_session(compactor, conv, 12)
+    reports = compactor.finalize_turn(conv)
+    assert len(reports) > 1 and all(r.kind == "micro" for r in reports)
+    assert conv.total_tokens <= int(0.55 * int(8_000 * 0.80))
