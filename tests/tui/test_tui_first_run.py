@@ -189,7 +189,7 @@ async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_c
     tiny_model, hermes_home, store, monkeypatch
 ):
     from hermes_tui import paths
-    from hermes_tui.tui.screens.models import ImportDialog
+    from hermes_tui.tui.screens.model_import_dialog import ImportDialog
 
     monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

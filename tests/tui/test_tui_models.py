@@ -41,7 +41,8 @@ from hermes_tui.tui.screens.bench import BenchScreen, DurationBar, model_label
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen
-from hermes_tui.tui.screens.models import ImportDialog, ModelsScreen
+from hermes_tui.tui.screens.model_import_dialog import ImportDialog
+from hermes_tui.tui.screens.models import ModelsScreen
 
 SIZE = (120, 40)
 CAP = 32  # tokens a benchmark pass may generate: the tiny model never stops by itself

@@ -17,6 +17,8 @@ Approval follows the server's ``trust``: ``ask`` asks before every call (unless 
 "always" rule allows it); ``read-only`` runs unasked only the tools the server marks
 ``readOnlyHint`` (and lets them run in read-only mode), asking for the rest; ``trusted``
 runs every tool unasked (read-only mode still refuses those not marked read-only).
+
+How a server is reached, listed and its failures told is :mod:`.connection`.
 """
 
 from __future__ import annotations
@@ -27,22 +29,17 @@ import fnmatch
 import itertools
 import logging
 import os
-import tempfile
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import IO, Any
+from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -50,7 +47,16 @@ from hermes_tui.config import McpServerConfig
 
 from ..base import Tool, ToolContext, ToolKind, ToolResult, Trust
 from ..registry import ToolRegistry, one_line
-from .launch import LaunchError, http_headers, stdio_parameters
+from .connection import (
+    LiveServer,
+    connect,
+    describe,
+    innermost,
+    list_tools,
+    stderr_size,
+    stderr_tail,
+)
+from .launch import LaunchError
 from .names import namespaced
 from .results import to_tool_result
 
@@ -124,63 +130,6 @@ def _allowed(name: str, config: McpServerConfig) -> bool:
     return (allow is None or listed(allow)) and not listed(config.tools.deny)
 
 
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _stderr_size(errlog: IO[str] | None) -> int:
-    try:
-        return os.fstat(errlog.fileno()).st_size if errlog is not None else 0
-    except (OSError, ValueError):
-        return 0
-
-
-def _stderr_tail(errlog: IO[str] | None, since: int = 0) -> str:
-    """The last line the server wrote to stderr (after byte ``since``), or ""."""
-    if errlog is None:
-        return ""
-    try:
-        # The file is in append mode, so moving our position never moves the server's writes.
-        errlog.seek(max(since, _stderr_size(errlog) - 4000))
-        lines = [line.strip() for line in errlog.read().splitlines() if line.strip()]
-    except (OSError, ValueError):
-        return ""
-    return one_line(lines[-1], 200) if lines else ""
-
-
-def _describe(exc: BaseException) -> str:
-    exc = _leaf(exc)
-    if isinstance(exc, MCPError):
-        if exc.error.code == types.CONNECTION_CLOSED:
-            return "the server closed the connection"
-        return f"the server answered with an error: {one_line(exc.error.message, 200)}"
-    if isinstance(exc, ValidationError):
-        return f"the server sent a malformed message ({exc.error_count()} problem(s), first: " \
-               f"{one_line(exc.errors()[0]['msg'], 120)})"
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    if isinstance(exc, httpx2.HTTPError):
-        return f"HTTP: {type(exc).__name__}: {one_line(str(exc), 200)}"
-    message = one_line(str(exc), 200)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-@dataclass
-class _Server:
-    """A server's live part; touched only on the manager's loop."""
-
-    name: str
-    config: McpServerConfig
-    session: ClientSession | None = None
-    scope: anyio.CancelScope | None = None
-    task: asyncio.Task | None = None
-    errlog: IO[str] | None = None
-    crash: str | None = None  # set by a call that lost the connection
-    lost: asyncio.Event = field(default_factory=asyncio.Event)  # a stdio server's output ended
-
-
 class McpManager:
     """Every configured MCP server of a session; see the module docstring."""
 
@@ -193,7 +142,7 @@ class McpManager:
         self._states: dict[str, ServerState] = {}
         self._tools: dict[str, list[McpTool]] = {}
         self._synced: weakref.WeakKeyDictionary[ToolRegistry, set[str]] = weakref.WeakKeyDictionary()
-        self._live: dict[str, _Server] = {}
+        self._live: dict[str, LiveServer] = {}
         self._calls: dict[int, anyio.CancelScope] = {}
         self._call_ids = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -345,11 +294,11 @@ class McpManager:
         old = self._live.pop(name, None)  # it no longer speaks for the server's state
         if old is not None:
             await self._stop(old)
-        server = _Server(name, self._configs[name])
+        server = LiveServer(name, self._configs[name])
         self._live[name] = server
         server.task = asyncio.ensure_future(self._serve(server))
 
-    async def _stop(self, server: _Server) -> None:
+    async def _stop(self, server: LiveServer) -> None:
         if server.scope is not None:
             server.scope.cancel()
         elif server.task is not None:
@@ -364,7 +313,7 @@ class McpManager:
             scope.cancel()
         await asyncio.gather(*(self._stop(s) for s in list(self._live.values())), return_exceptions=True)
 
-    async def _serve(self, server: _Server) -> None:
+    async def _serve(self, server: LiveServer) -> None:
         name, config = server.name, server.config
         started = time.monotonic()
         outcome: tuple[ServerStatus, str] = (ServerStatus.STOPPED, "")
@@ -372,11 +321,11 @@ class McpManager:
             with anyio.CancelScope() as scope:
                 server.scope = scope
                 async with AsyncExitStack() as stack:
-                    session = await self._connect(server, stack)
+                    session = await connect(server, stack, self._environ)
                     try:
                         with anyio.fail_after(config.timeout):
                             await session.initialize()
-                            listed = await self._list_tools(session)
+                            listed = await list_tools(session)
                     except TimeoutError:
                         raise LaunchError(f"no answer within {config.timeout:g} s (initialize, tools/list)") from None
                     tools, notes = self._expose(name, listed)
@@ -384,19 +333,19 @@ class McpManager:
                     self._publish(name, ServerStatus.READY, tools=tools, notes=notes,
                                   startup_ms=(time.monotonic() - started) * 1000)
                     await server.lost.wait()
-                    tail = _stderr_tail(server.errlog)
+                    tail = stderr_tail(server.errlog)
                     outcome = (ServerStatus.FAILED, "exited" + (f": {tail}" if tail else ""))
         except asyncio.CancelledError:
             pass  # stopped before it entered its scope
         except BaseException as exc:  # noqa: BLE001 - a server's failure is a state, never a crash of ours
-            leaf = _leaf(exc)
+            leaf = innermost(exc)
             if isinstance(leaf, LaunchError):
                 reason = str(leaf)
             else:
-                reason = _describe(leaf)
+                reason = describe(leaf)
                 if isinstance(leaf, MCPError) and leaf.error.code == types.CONNECTION_CLOSED:
                     reason = "exited during startup" if config.transport == "stdio" else reason
-                tail = _stderr_tail(server.errlog)
+                tail = stderr_tail(server.errlog)
                 reason = f"{reason}: {tail}" if tail else reason
             outcome = (ServerStatus.FAILED, reason)
         finally:
@@ -407,52 +356,6 @@ class McpManager:
                 server.errlog.close()
             if self._live.get(name) is server:
                 self._publish(name, outcome[0], reason=outcome[1])
-
-    async def _connect(self, server: _Server, stack: AsyncExitStack) -> ClientSession:
-        config = server.config
-        if config.transport == "stdio":
-            parameters = stdio_parameters(config, self._environ)
-            # The server's stderr must not reach our terminal (it would draw over the UI);
-            # its last line explains a failed start.
-            server.errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed when the server stops
-            read, write = await stack.enter_async_context(stdio_client(parameters, errlog=server.errlog))
-            read = await self._watched(read, server, stack)
-        else:
-            client = httpx2.AsyncClient(
-                headers=http_headers(config, self._environ),
-                timeout=httpx2.Timeout(config.timeout, read=max(config.call_timeout, config.timeout)))
-            await stack.enter_async_context(client)
-            read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
-        return await stack.enter_async_context(ClientSession(read, write))
-
-    @staticmethod
-    async def _watched(read: Any, server: _Server, stack: AsyncExitStack) -> Any:
-        """``read`` passed through, setting ``server.lost`` when it ends: a stdio server that
-        exits while idle shows as failed at once, not at its next call."""
-        send, receive = anyio.create_memory_object_stream[Any](0)
-
-        async def forward() -> None:
-            async with send:
-                async for item in read:
-                    await send.send(item)
-            server.lost.set()
-
-        group = await stack.enter_async_context(anyio.create_task_group())
-        stack.callback(group.cancel_scope.cancel)  # on exit, before the group waits for forward()
-        group.start_soon(forward)
-        return receive
-
-    @staticmethod
-    async def _list_tools(session: ClientSession) -> list[types.Tool]:
-        listed: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            listed.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor or len(listed) > 10_000:
-                return listed
 
     def _expose(self, server: str, listed: list[types.Tool]) -> tuple[list[McpTool], tuple[str, ...]]:
         config = self._configs[server]
@@ -485,7 +388,7 @@ class McpManager:
         if server is None or session is None:
             return ToolResult.error(f"MCP server {name} is not running")
         timeout = server.config.call_timeout
-        stderr_before = _stderr_size(server.errlog)
+        stderr_before = stderr_size(server.errlog)
         with anyio.CancelScope() as scope:
             self._calls[call_id] = scope
             try:
@@ -494,7 +397,7 @@ class McpManager:
                 if exc.error.code == types.REQUEST_TIMEOUT:
                     return ToolResult.error(f"{name}: {tool} gave no answer within {timeout:g} s")
                 if exc.error.code == types.CONNECTION_CLOSED:
-                    tail = _stderr_tail(server.errlog, stderr_before)
+                    tail = stderr_tail(server.errlog, stderr_before)
                     server.crash = "crashed during a call to " + tool + (f": {tail}" if tail else "")
                     if self._live.get(name) is server:  # now, not after its cleanup
                         self._publish(name, ServerStatus.FAILED, reason=server.crash)
@@ -507,7 +410,7 @@ class McpManager:
                 return ToolResult.error(f"{name}: {tool} returned a malformed result "
                                         f"({one_line(exc.errors()[0]['msg'], 160)})")
             except Exception as exc:  # noqa: BLE001 - the SDK's checks (output schema, result kinds)
-                return ToolResult.error(f"{name}: {tool} failed: {_describe(exc)}")
+                return ToolResult.error(f"{name}: {tool} failed: {describe(exc)}")
             finally:
                 self._calls.pop(call_id, None)
         if scope.cancelled_caught:

@@ -12,17 +12,16 @@ pass duration per model (a bar for the median, a sparkline of every pass), and t
 runs saved in the store, so models can be compared across days: Enter shows a saved
 run, space adds it to the comparison. ``e`` exports the runs shown as CSV or JSON.
 
-The chart is drawn here with Unicode block characters and Textual's Sparkline rather
-than with textual-plotext, to keep the dependency list as it is.
+The chart is drawn with Unicode block characters and Textual's Sparkline rather than
+with textual-plotext, to keep the dependency list as it is. The views are
+:mod:`~hermes_tui.tui.widgets.bench_view`, the worker :mod:`.bench_run`, the export :mod:`.bench_export`.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message as UIMessage
 from textual.screen import Screen
 from textual.widgets import (
     Button,
@@ -45,19 +43,19 @@ from textual.widgets import (
 )
 
 from hermes_tui import hub
-from hermes_tui.analysis import bench, bench_results
+from hermes_tui.analysis import bench_results
 from hermes_tui.analysis.bench_results import (
     DEFAULT_PASSES,
     BenchConfig,
     BenchError,
-    BenchProgress,
     BenchRun,
     problem,
 )
 from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError
-from hermes_tui.tui.screens.dialogs import ExportDialog, ExportFormat
+from hermes_tui.tui.screens.bench_export import export_dialog
+from hermes_tui.tui.screens.bench_run import BenchFinished, BenchStep, progress_line, run_and_report
 from hermes_tui.tui.widgets.bench_view import (
     DurationBar,
     HistoryTable,
@@ -73,34 +71,13 @@ if TYPE_CHECKING:
     from hermes_tui.providers.mlx_runtime import MlxRuntime
     from hermes_tui.store import Store
 
-__all__ = ["BenchScreen", "DurationBar", "model_label", "write_runs"]
+__all__ = ["BenchScreen", "DurationBar", "model_label"]
 
 log = get_logger("tui")
 
 WIDE = 120
 SHOWN_AT_START = 6          # the newest saved run of this many models is shown on opening
 HISTORY_LIMIT = 500
-FORMATS = {"csv": ".csv", "json": ".json"}
-EXPORT_FORMATS = [ExportFormat("csv", "CSV (a row per pass)", FORMATS["csv"]),
-                  ExportFormat("json", "JSON (runs, machine, medians)", FORMATS["json"])]
-
-
-# --- what the worker reports --------------------------------------------------------------
-
-
-class BenchStep(UIMessage):
-    def __init__(self, progress: BenchProgress):
-        super().__init__()
-        self.progress = progress
-
-
-class BenchFinished(UIMessage):
-    def __init__(self, runs: list[BenchRun], error: str | None = None):
-        super().__init__()
-        self.runs, self.error = runs, error
-
-
-# --- the screen ---------------------------------------------------------------------------------
 
 
 class BenchScreen(Screen[None]):
@@ -397,16 +374,7 @@ class BenchScreen(Screen[None]):
 
     @work(thread=True, group="bench", exit_on_error=False)
     def _bench_worker(self, cfg: BenchConfig, cancel: threading.Event) -> None:
-        post = self.post_message
-        try:
-            runs = bench.run_bench(cfg, progress=lambda p: post(BenchStep(p)), cancel=cancel, runtime=self.runtime)
-        except BenchError as exc:
-            post(BenchFinished([], str(exc)))
-        except Exception as exc:  # a bug: logged with its traceback, shown as one line
-            log.exception("benchmark failed")
-            post(BenchFinished([], f"{type(exc).__name__}: {exc}"))
-        else:
-            post(BenchFinished(runs))
+        run_and_report(cfg, cancel, self.runtime, self.post_message)
 
     @on(BenchStep)
     def _bench_step(self, event: BenchStep) -> None:
@@ -414,19 +382,8 @@ class BenchScreen(Screen[None]):
         if not self.running:
             return
         self.query_one("#bar", ProgressBar).update(total=p.models * p.total, progress=(p.model_index - 1) * p.total + p.done)
-        where = f"model {p.model_index}/{p.models} {model_label(p.model, short=True)}"
-        if p.phase == "loading":
-            what = "loading…"
-        elif p.phase == "warmup":
-            what = f"warm-up {p.warmup_done}/{p.warmup_total}"
-        elif p.phase == "error":
-            what = "cannot be benchmarked"
-        else:
-            what = f"pass {p.done}/{p.total}"
-        last = f" · last {p.last.duration_s:.2f} s" if p.last is not None and p.phase in ("pass", "done") else ""
-        if self._cancel is not None and self._cancel.is_set():
-            what += " · cancelling…"
-        self.query_one("#progress-label", Static).update(f"{where} · {what}{last}")
+        cancelling = self._cancel is not None and self._cancel.is_set()
+        self.query_one("#progress-label", Static).update(progress_line(p, cancelling=cancelling))
 
     @on(BenchFinished)
     def _bench_finished(self, event: BenchFinished) -> None:
@@ -485,19 +442,4 @@ class BenchScreen(Screen[None]):
                 self.status(f"Exported {len(self.shown)} run(s) to {path}")
                 self.notify(str(path), title="Exported")
 
-        runs = list(self.shown)
-        stamp = time.strftime("%Y%m%d-%H%M", time.localtime())
-        count = f"{len(runs)} run{'' if len(runs) == 1 else 's'}"
-        dialog = ExportDialog(
-            "Export benchmark runs", f"The {count} shown", EXPORT_FORMATS, self.export_dir(),
-            lambda fmt: f"hermes-bench-{stamp}{FORMATS[fmt]}", partial(write_runs, runs),
-        )
-        self.app.push_screen(dialog, exported)
-
-
-def write_runs(runs: list[BenchRun], fmt: str, path: Path, _option: bool = False) -> Path:
-    """``runs`` as CSV (a row per pass) or JSON (the whole runs) into a new file (never overwrites one)."""
-    text = bench_results.to_csv(runs) if fmt == "csv" else bench_results.to_json(runs) + "\n"
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
-    return path
+        self.app.push_screen(export_dialog(self.shown, self.export_dir()), exported)

@@ -216,7 +216,7 @@ class RecommendedModels(Vertical):
 
     @on(Button.Pressed, "#import")
     def ask_import(self) -> None:
-        from hermes_tui.tui.screens.models import ImportDialog, ImportRequest
+        from hermes_tui.tui.screens.model_import_dialog import ImportDialog, ImportRequest
 
         def chosen(request: ImportRequest | None) -> None:
             if request is not None:
