@@ -51,7 +51,7 @@ from hermes_tui.tui.screens.agent_bridge import (
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat_commands import KEYS, SlashCommandsMixin
 from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, CompactionMixin
-from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting
+from hermes_tui.tui.screens.chat_fit import GuardNotesMixin
 from hermes_tui.tui.screens.chat_host import ChatHost
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
@@ -86,7 +86,7 @@ class ArchivedLoaded(UIMessage):
 # --- the screen -------------------------------------------------------------------------
 
 
-class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
+class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
@@ -281,29 +281,6 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, Screen):
             post(TurnEnded(result, tools_available=_takes_tools(session)))
         finally:
             session.end_work()
-
-    @on(GuardCompacting)
-    async def _guard_compacting_started(self, event: GuardCompacting) -> None:
-        self._guard_compacting = True
-        self.refresh_status()
-        model = getattr(self.session.chat, "model_name", "") or "the chat model"
-        await self.note(f"This message cannot be sent as it is: {event.size.describe(model)}. Compacting the "
-                        "conversation first.", title="Compacting before sending", severity="warning",
-                        before=event.view or self._reply_view)
-
-    @on(GuardCompacted)
-    async def _guard_compacting_done(self, event: GuardCompacted) -> None:
-        self._guard_compacting = False
-        report = event.report
-        self.last_outcome = report.outcome if report is not None else "error"
-        with self.session.lock:
-            messages = list(self.session.conv.messages)
-        await self.messages.sync(messages)
-        if event.size.fits and report is not None:
-            fields = report.fields
-            await self.note(f"Compacted: {fields.get('tokens_before', 0):,} → {fields.get('tokens_after', 0):,} "
-                            "tokens; sending now.", before=event.view or self._reply_view)
-        self.refresh_status()
 
     @on(UserStored)
     def _user_stored(self, event: UserStored) -> None:
