@@ -21,6 +21,7 @@ bars and ``/tools``. Quitting stops every server and reaps its process.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,6 +227,16 @@ class HermesApp(App):
             closing.start()
             self._mcp_closing.append(closing)
 
+    def _update_mcp(self) -> None:
+        """Follow a change of ``mcp_servers``: only the servers whose config changed restart;
+        the others keep running as they are."""
+        if self.mcp is None:
+            self._start_mcp()
+        elif not self.config.mcp_servers:
+            self._stop_mcp()
+        else:
+            self.mcp.update(self.config.mcp_servers)
+
     def tools_for(self, session: Session) -> Tools | None:
         """The tools an agent turn of ``session`` offers: the built-ins in the workspace and the
         MCP servers', "always" rules from the store, in this run's approval mode. None (and a
@@ -266,10 +277,23 @@ class HermesApp(App):
             for screen in self.screen_stack:
                 if isinstance(screen, ToolsScreen) and screen.is_mounted:
                     screen.refresh_servers()
+        self._follow_tools_screens()
         for screen in self.screen_stack:
             if isinstance(screen, ChatScreen):
                 for bar in screen.query(StatusBar):
                     bar.show_mcp(summary, state)
+
+    def _follow_tools_screens(self) -> None:
+        """An open /tools whose servers were replaced (or went, or came) shows the current ones."""
+        tools_screens = sys.modules.get("hermes_tui.tui.screens.tools")  # not imported: none is open
+        if tools_screens is None:
+            return
+        ToolsScreen = tools_screens.ToolsScreen  # noqa: N806
+        chat = self.chat_screen
+        for screen in self.screen_stack:
+            if isinstance(screen, ToolsScreen) and screen.is_mounted and screen.mcp is not self.mcp \
+                    and chat is not None and (tools := self.tools_for(chat.session)) is not None:
+                screen.show_tools(tools)
 
     async def on_unmount(self) -> None:
         # Every child stopped and reaped before we return (a daemon thread would die mid-way).
@@ -366,8 +390,7 @@ class HermesApp(App):
         self.config = config
         self._make_clients()
         if servers_changed:
-            self._stop_mcp()
-            self._start_mcp()
+            self._update_mcp()
             self._show_mcp()
         self._tools.clear()  # the approval mode or limits may have changed
         current = self.chat_screen.session.info.id if self.chat_screen else None
