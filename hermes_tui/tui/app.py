@@ -15,7 +15,8 @@ opens and serve every session of the app (the chat never waits for them); each s
 gets its own ``Tools`` (``tools_for``), whose registry takes the ready servers' tools
 before each model request. The manager reports changes from its own thread: they come
 here as a message (``McpChanged``, posted, never waited for) and update the status
-bars and ``/tools``. Quitting stops every server and reaps its process.
+bars and ``/tools``. New settings change only the servers whose entry changed
+(``McpManager.update``). Quitting stops every server and reaps its process.
 """
 
 from __future__ import annotations
