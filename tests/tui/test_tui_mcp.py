@@ -4,8 +4,8 @@ model in a subprocess (tests/support/scripted_openai_server.py) calling their to
 real openai SDK, and the real app in ``App.run_test``.
 
 Messages go in through the composer and the chat screen runs the turn, answering approval
-through the real prompt. Two tests run ``AgentTurn`` themselves, on the app's session with
-the app's tools (``tools_for``), because they hook the turn between its steps (a listener).
+through the real prompt. One test runs ``AgentTurn`` itself, on the app's session with the
+app's tools (``tools_for``), because it holds the turn between two model requests (a listener).
 Approval answered key by key: tests/tui/test_tui_mcp_approval.py."""
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from hermes_tui.tools.mcp import ServerStatus
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.tui.widgets.message_views import ToolCallView
 
 # --- the servers ------------------------------------------------------------------------------
 
@@ -344,31 +345,24 @@ async def test_quitting_during_a_slow_mcp_call_stops_it_and_its_server(scripted,
     workspace.mkdir()
     model = scripted([calls(call("notes__slow", "s1", seconds=120)), answer("after the stop")])
     before = set(children_of(os.getpid()))
-
-    class Started(AgentListener):
-        def __init__(self) -> None:
-            self.started = False
-
-        def call_started(self, call_id, name, arguments) -> None:
-            self.started = True
-
-    listener = Started()
     with Store(hermes_home / "state.db") as store:
         app = make_app(store, model.base_url, workspace, {"notes": stdio_server(trust="trusted")})
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot, app, "notes")
             server = set(children_of(os.getpid())) - before
-            session = app.chat_screen.session
-            session.add_user_message("sleep")
-            turn = AgentTurn(session, app.tools_for(session), listener=listener, max_tokens=64)
-            running = asyncio.ensure_future(asyncio.to_thread(turn.run))
-            await until(pilot, lambda: listener.started, "the slow call to start")
+            chat = app.chat_screen
+            session = chat.session
+            await type_and_send(pilot, "sleep")
+            await until(pilot, lambda: any(row.state == "running" for row in chat.query(ToolCallView)),
+                        "the slow call to start")
             await pilot.pause(0.5)
             started = time.monotonic()
             await pilot.press("ctrl+q")
         quit_s = time.monotonic() - started
-        await asyncio.wait_for(running, WAIT_S)
-        results = stored_results(store, session.info.id)
+        # The chat's turn (a thread) stores the stopped call's result as it ends.
+        deadline = time.monotonic() + WAIT_S
+        while "s1" not in (results := stored_results(store, session.info.id)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
     assert len(server) == 1 and not any(Path(f"/proc/{pid}").exists() for pid in server)
     assert results["s1"] == "[stopped by the user]"  # answered: the transcript stays valid
     assert quit_s < 30, quit_s  # a hang bound: the call's 120 s are not waited for
