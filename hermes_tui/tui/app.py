@@ -11,11 +11,8 @@ the first-run screen with the step that fixes it; the conversation stays readabl
 behind it. Details go to the log, never a traceback to the screen.
 
 The MCP servers of ``mcp_servers`` start in the background when the first session
-opens and serve every session of the app (the chat never waits for them); each session
-gets its own ``Tools`` (``tools_for``), whose registry takes the ready servers' tools
-before each model request. The manager reports changes from its own thread: they come
-here as a message (``McpChanged``, posted, never waited for) and update the status
-bars and ``/tools``. Quitting stops every server and reaps its process.
+opens and serve every session of the app (the chat never waits for them); ``McpHost``
+(app_mcp) holds that part.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.message import Message
 from textual.screen import Screen
 
 from hermes_tui import paths
@@ -43,6 +39,7 @@ from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
 from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
+from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
 from hermes_tui.tui.screens.chat import ChatScreen
@@ -51,23 +48,14 @@ from hermes_tui.tui.screens.first_run import RELOAD, FirstRunScreen, Setup
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
     from hermes_tui.session.agent import Tools
-    from hermes_tui.tools.mcp import McpManager, ServerState
+    from hermes_tui.tools.mcp import McpManager
 
 log = get_logger("tui")
 
 NEW_CHAT = ("Start a new chat", "new")
-MCP_REFRESH_S = 1.0  # the status bars catch up on what a change report missed (a screen opened since)
 
 
-class McpChanged(Message):
-    """An MCP server changed state (posted from the manager's thread)."""
-
-    def __init__(self, state: ServerState) -> None:
-        super().__init__()
-        self.state = state
-
-
-class HermesApp(App):
+class HermesApp(McpHost, App):
     CSS_PATH = "app.tcss"
     TITLE = "hermes-tui"
     COMMANDS = App.COMMANDS | {SlashCommandsProvider}
@@ -211,73 +199,6 @@ class HermesApp(App):
         elif action == "quit":
             self.exit()
 
-    # --- tools and MCP servers --------------------------------------------------------------
-    def _start_mcp(self) -> None:
-        from hermes_tui.session.wiring import start_mcp
-
-        self.mcp = start_mcp(self.config, on_change=lambda state: self.post_message(McpChanged(state)))
-
-    def _stop_mcp(self) -> None:
-        """Stop the servers of the config left behind, off the UI thread (it takes seconds)."""
-        old, self.mcp = self.mcp, None
-        self._tools.clear()
-        if old is not None:
-            closing = threading.Thread(target=old.close, name="mcp-close", daemon=True)
-            closing.start()
-            self._mcp_closing.append(closing)
-
-    def tools_for(self, session: Session) -> Tools | None:
-        """The tools an agent turn of ``session`` offers: the built-ins in the workspace and the
-        MCP servers', "always" rules from the store, in this run's approval mode. None (and a
-        notice) when the workspace is not a folder: the chat runs without tools."""
-        from hermes_tui.session.wiring import make_tools
-
-        tools = self._tools.get(session.info.id)
-        if tools is None or tools.mcp is not self.mcp:
-            try:
-                tools = make_tools(self.config, self.store, mcp=self.mcp, workspace=self.workspace,
-                                   mode=self.approval_mode.value)
-            except ValueError as exc:
-                log.warning("no tools: %s", exc)
-                self.notify(f"agent.workspace: {exc}. The chat runs without tools until it is fixed in /settings.",
-                            title="No tools", severity="warning", timeout=15)
-                return None
-            self._tools[session.info.id] = tools
-        return tools
-
-    def on_mcp_changed(self, event: McpChanged) -> None:
-        if event.state.status.value == "failed":
-            log.warning("MCP server %s", event.state.line())
-        self._show_mcp()
-
-    def _show_mcp(self) -> None:
-        from hermes_tui.tui.widgets.status_bar import StatusBar
-
-        summary, state = "", ""
-        if self.mcp is not None:  # else the MCP SDK is not even imported
-            from hermes_tui.tools.mcp import ServerStatus
-            from hermes_tui.tui.screens.tools import ToolsScreen
-
-            summary, states = self.mcp.summary(), self.mcp.states()
-            if any(s.status is ServerStatus.FAILED for s in states):
-                state = "-failed"
-            elif any(s.status is ServerStatus.STARTING for s in states):
-                state = "-running"
-            for screen in self.screen_stack:
-                if isinstance(screen, ToolsScreen) and screen.is_mounted:
-                    screen.refresh_servers()
-        for screen in self.screen_stack:
-            if isinstance(screen, ChatScreen):
-                for bar in screen.query(StatusBar):
-                    bar.show_mcp(summary, state)
-
-    async def on_unmount(self) -> None:
-        # Every child stopped and reaped before we return (a daemon thread would die mid-way).
-        if self.mcp is not None:
-            await asyncio.to_thread(self.mcp.close)
-        for closing in self._mcp_closing:
-            await asyncio.to_thread(closing.join)
-
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
         from hermes_tui.session.wiring import open_session
@@ -366,8 +287,7 @@ class HermesApp(App):
         self.config = config
         self._make_clients()
         if servers_changed:
-            self._stop_mcp()
-            self._start_mcp()
+            self._update_mcp()
             self._show_mcp()
         self._tools.clear()  # the approval mode or limits may have changed
         current = self.chat_screen.session.info.id if self.chat_screen else None

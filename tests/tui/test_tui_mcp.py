@@ -3,184 +3,70 @@ and over streamable HTTP, tests/support/mcp_faulty_server.py), the scripted Open
 model in a subprocess (tests/support/scripted_openai_server.py) calling their tools through the
 real openai SDK, and the real app in ``App.run_test``.
 
-The agent turns run on the app's session with the tools the app gives it (``tools_for``), in a
-thread as the chat runs them; approval answers come through the loop's ``ask`` callback."""
+Messages go in through the composer and the chat screen runs the turn, answering approval
+through the real prompt. One test runs ``AgentTurn`` itself, on the app's session with the
+app's tools (``tools_for``), because it holds the turn between two model requests (a listener).
+Approval answered key by key: tests/tui/test_tui_mcp_approval.py."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 from support.chat_app import app_test, settle, type_and_send, until
-from support.servers import free_port
-from support.servers import stop_server as _stop
+from support.mcp_app import (
+    MCP_SERVER,
+    SIZE,
+    WAIT_S,
+    bar,
+    children_of,
+    faulty_server,
+    make_app,
+    open_tools,
+    ready,
+    start_http_mcp,
+    stdio_server,
+    stored_results,
+    tool_results,
+)
+from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.servers import stop_server
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
-from hermes_tui.session.agent import COMPLETED, AgentListener, AgentTurn, Answer
+from hermes_tui.session.agent import COMPLETED, AgentListener, AgentTurn
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.mcp import ServerStatus
 from hermes_tui.tui.app import HermesApp
+from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.screens.tools import ToolsScreen
-from hermes_tui.tui.widgets.status_bar import StatusBar
-
-ROOT = Path(__file__).resolve().parents[2]
-SUPPORT = ROOT / "tests" / "support"
-SCRIPTED = SUPPORT / "scripted_openai_server.py"
-MCP_SERVER = str(SUPPORT / "mcp_server.py")
-FAULTY = str(SUPPORT / "mcp_faulty_server.py")
-WAIT_S = 90.0  # bounds a hang only: Python servers start in seconds on a loaded machine
-SIZE = (120, 36)
-
+from hermes_tui.tui.widgets.message_views import ToolCallView
 
 # --- the servers ------------------------------------------------------------------------------
 
 
-class Scripted:
-    def __init__(self, base_url: str, requests_path: Path) -> None:
-        self.base_url = base_url
-        self.requests_path = requests_path
-
-    def requests(self) -> list[dict]:
-        if not self.requests_path.exists():
-            return []
-        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
-
-
 @pytest.fixture
 def scripted(tmp_path):
-    processes: list[subprocess.Popen] = []
-
-    def start(script: list[dict]) -> Scripted:
-        script_path, requests_path = tmp_path / "script.json", tmp_path / "requests.jsonl"
-        script_path.write_text(json.dumps(script))
-        process = subprocess.Popen([sys.executable, str(SCRIPTED), str(script_path), str(requests_path)],
-                                   stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-        processes.append(process)
-        line = process.stdout.readline()
-        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
-        return Scripted(f"http://127.0.0.1:{int(line.split()[1])}/v1", requests_path)
-
-    yield start
-    for process in processes:
-        _stop(process)
+    started = ScriptedServers(tmp_path)
+    yield started.start
+    started.stop()
 
 
 @pytest.fixture(scope="module")
 def http_mcp_url(tmp_path_factory):
-    port = free_port()
-    log = (tmp_path_factory.mktemp("mcp-http") / "server.log").open("w")
-    process = subprocess.Popen([sys.executable, MCP_SERVER, "http", str(port)], stdout=log, stderr=log,
-                               stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the HTTP MCP server did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    _stop(process)
-    log.close()
+    process, url = start_http_mcp(tmp_path_factory.mktemp("mcp-http") / "server.log")
+    yield url
+    stop_server(process)
 
 
-def call(name: str, call_id: str, **arguments) -> dict:
-    text = json.dumps(arguments)
-    return {"id": call_id, "name": name, "arguments": [text[: len(text) // 2], text[len(text) // 2:]]}
-
-
-def calls(*tool_calls: dict) -> dict:
-    return {"tool_calls": list(tool_calls), "finish_reason": "tool_calls"}
-
-
-def answer(text: str) -> dict:
-    return {"text": [text], "finish_reason": "stop"}
-
-
-def stdio_server(*args: str, **settings) -> dict:
-    return {"command": sys.executable, "args": [MCP_SERVER, "stdio", *args], **settings}
-
-
-def faulty_server(mode: str, **settings) -> dict:
-    return {"command": sys.executable, "args": [FAULTY, mode], **settings}
-
-
-def make_app(store: Store, base_url: str, workspace: Path, servers: dict[str, dict], *,
-             approval: str = "ask") -> HermesApp:
-    config = Config().with_overrides({
-        "model.provider": "openai-api", "model.model": "scripted", "model.base_url": base_url,
-        "model.context_length": 32768, "auxiliary.compression.provider": "extractive",
-        "agent.workspace": str(workspace), "agent.approval": approval,
-    })
-    config = Config.model_validate({**config.model_dump(), "mcp_servers": servers})
-    chat = OpenAIChatClient(base_url, "scripted", api_key=None)
-    return HermesApp(config, store, chat=chat, summarizer=ExtractiveSummarizer(), reply_tokens=64,
-                     config_path=workspace.parent / "config.yaml")
-
-
-async def ready(pilot, app: HermesApp, *names: str) -> None:
-    await until(pilot, lambda: all(app.mcp.state(n).status is not ServerStatus.STARTING for n in names),
-                f"servers {names} to start", WAIT_S)
-    for name in names:
-        state = app.mcp.state(name)
-        assert state.status is ServerStatus.READY, state.line()
-
-
-async def agent_turn(app: HermesApp, text: str, ask=None):
-    """One agent turn on the chat's session with the app's tools, off the UI thread."""
-    session = app.chat_screen.session
-    session.add_user_message(text)
-    turn = AgentTurn(session, app.tools_for(session), ask=ask, max_tokens=64)
-    return await asyncio.to_thread(turn.run)
-
-
-def tool_results(app: HermesApp) -> dict[str, str]:
-    session = app.chat_screen.session
-    with session.lock:
-        return {m.tool_call_id: m.content for m in session.conv.messages if m.role == "tool"}
-
-
-def stored_results(store: Store, session_id: str) -> dict[str, str]:
-    return {m.tool_call_id: m.content for m in store.load_active(session_id) if m.role == "tool"}
-
-
-def children_of(pid: int) -> dict[int, str]:
-    """pid -> state letter of ``pid``'s child processes, read from /proc (zombies included)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == pid:
-            found[int(entry.name)] = state
-    return found
-
-
-async def open_tools(pilot, app: HermesApp) -> ToolsScreen:
-    app.run_slash("/tools")
-    await until(pilot, lambda: isinstance(app.screen, ToolsScreen) and app.screen.query("#servers")
-                and app.screen.query_one("#servers").row_count > 0, "the tools screen")
-    return app.screen
-
-
-def bar(app: HermesApp) -> StatusBar:
-    return app.chat_screen.query_one(StatusBar)
+async def send_and_settle(pilot, app: HermesApp, text: str) -> str:
+    """Send ``text`` from the composer; the chat's turn runs; its final reply."""
+    await type_and_send(pilot, text)
+    await settle(pilot, app.chat_screen)
+    return app.chat_screen.session.conv.messages[-1].content
 
 
 # --- tools of real servers, in the transcript ---------------------------------------------------
@@ -202,8 +88,7 @@ async def test_the_model_calls_stdio_and_http_mcp_tools_and_their_results_land_i
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot, app, "notes", "web")
             await until(pilot, lambda: bar(app).text("mcp") == "MCP 2/2 ready", "the status bar's MCP part")
-            result = await agent_turn(app, "use the notes")
-            assert result.outcome == COMPLETED and result.text == "all four answered", result
+            assert await send_and_settle(pilot, app, "use the notes") == "all four answered"
             results = tool_results(app)
             session_id = app.chat_screen.session.info.id
         # In the store too: passes and a resume see exactly these.
@@ -231,15 +116,21 @@ async def test_a_call_to_a_server_of_trust_ask_prompts_and_the_answer_decides(
     ])
     asked: list[tuple[str, str]] = []
 
-    def ask(request, preview, reason):
-        asked.append((request.tool, reason))
-        return Answer.ALWAYS if request.tool == "web__slow" else Answer.DENY
+    async def answer_prompts(pilot, app):
+        for tool, key in (("web__slow", "a"), ("web__fail", "n")):
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), f"the prompt for {tool}")
+            await pilot.pause()
+            asked.append((app.screen.request.tool, app.screen.reason))
+            await pilot.press(key)
 
     with Store(hermes_home / "state.db") as store:
         app = make_app(store, model.base_url, workspace, {"web": {"url": http_mcp_url, "trust": "read-only"}})
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot, app, "web")
-            result = await agent_turn(app, "go", ask=ask)
+            await type_and_send(pilot, "go")
+            await answer_prompts(pilot, app)
+            await settle(pilot, app.chat_screen)
+            final = app.chat_screen.session.conv.messages[-1].content
             results = tool_results(app)
 
             screen = await open_tools(pilot, app)
@@ -250,7 +141,7 @@ async def test_a_call_to_a_server_of_trust_ask_prompts_and_the_answer_decides(
             assert rows["web__read_note"][2] == "runs"
             assert "always allow: web__slow" in str(screen.query_one("#rules").content)
             assert "approval mode: ask" in str(screen.query_one("#heading").content)
-    assert result.outcome == COMPLETED
+    assert final == "done"
     assert [tool for tool, _ in asked] == ["web__slow", "web__fail"]
     assert "external tool" in asked[0][1]
     assert results["a1"] == "note k: remember the milk"
@@ -314,8 +205,7 @@ async def test_restart_from_tools_brings_a_crashed_server_back(scripted, hermes_
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot, app, "notes")
             first = set(children_of(os.getpid())) - before
-            result = await agent_turn(app, "crash it")
-            assert result.outcome == COMPLETED
+            assert await send_and_settle(pilot, app, "crash it") == "it crashed"
             assert "crashed" in tool_results(app)["c1"]
             await until(pilot, lambda: app.mcp.state("notes").status is ServerStatus.FAILED, "the crash shown")
             await until(pilot, lambda: bar(app).state("mcp") == "-failed", "the status bar's failure")
@@ -326,8 +216,7 @@ async def test_restart_from_tools_brings_a_crashed_server_back(scripted, hermes_
             await until(pilot, lambda: "ready" in str(app.screen.query_one("#servers").get_row_at(0)[3]),
                         "the tools screen following the restart")
             await pilot.press("escape")
-            result = await agent_turn(app, "read it again")
-            assert result.outcome == COMPLETED and result.text == "back"
+            assert await send_and_settle(pilot, app, "read it again") == "back"
             assert tool_results(app)["r1"] == "note again: remember the milk"
             assert bar(app).text("mcp") == "MCP 1/1 ready" and bar(app).state("mcp") == ""
             second = set(children_of(os.getpid())) - before
@@ -373,13 +262,13 @@ async def test_malformed_results_become_error_results_and_the_turn_goes_on(scrip
         app = make_app(store, model.base_url, workspace, {"bad": faulty_server("malformed", trust="trusted")})
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot, app, "bad")
-            result = await agent_turn(app, "try them")
+            final = await send_and_settle(pilot, app, "try them")
             results = tool_results(app)
             session = app.chat_screen.session
             with session.lock:
                 messages = list(session.conv.messages)
             assert app.mcp.state("bad").status is ServerStatus.READY  # one bad answer is not a dead server
-    assert result.outcome == COMPLETED and result.text == "carried on"
+    assert final == "carried on"
     assert "malformed result" in results["m1"] and "malformed result" in results["m2"]
     assert "unknown tool 'bad__bad_schema'" in results["m3"]  # its schema was invalid: never offered
     # Every call answered, each result right after its call.
@@ -456,31 +345,24 @@ async def test_quitting_during_a_slow_mcp_call_stops_it_and_its_server(scripted,
     workspace.mkdir()
     model = scripted([calls(call("notes__slow", "s1", seconds=120)), answer("after the stop")])
     before = set(children_of(os.getpid()))
-
-    class Started(AgentListener):
-        def __init__(self) -> None:
-            self.started = False
-
-        def call_started(self, call_id, name, arguments) -> None:
-            self.started = True
-
-    listener = Started()
     with Store(hermes_home / "state.db") as store:
         app = make_app(store, model.base_url, workspace, {"notes": stdio_server(trust="trusted")})
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot, app, "notes")
             server = set(children_of(os.getpid())) - before
-            session = app.chat_screen.session
-            session.add_user_message("sleep")
-            turn = AgentTurn(session, app.tools_for(session), listener=listener, max_tokens=64)
-            running = asyncio.ensure_future(asyncio.to_thread(turn.run))
-            await until(pilot, lambda: listener.started, "the slow call to start")
+            chat = app.chat_screen
+            session = chat.session
+            await type_and_send(pilot, "sleep")
+            await until(pilot, lambda: any(row.state == "running" for row in chat.query(ToolCallView)),
+                        "the slow call to start")
             await pilot.pause(0.5)
             started = time.monotonic()
             await pilot.press("ctrl+q")
         quit_s = time.monotonic() - started
-        await asyncio.wait_for(running, WAIT_S)
-        results = stored_results(store, session.info.id)
+        # The chat's turn (a thread) stores the stopped call's result as it ends.
+        deadline = time.monotonic() + WAIT_S
+        while "s1" not in (results := stored_results(store, session.info.id)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
     assert len(server) == 1 and not any(Path(f"/proc/{pid}").exists() for pid in server)
     assert results["s1"] == "[stopped by the user]"  # answered: the transcript stays valid
     assert quit_s < 30, quit_s  # a hang bound: the call's 120 s are not waited for

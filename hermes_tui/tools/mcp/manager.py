@@ -173,6 +173,38 @@ class McpManager:
         self._publish(name, ServerStatus.STARTING)
         asyncio.run_coroutine_threadsafe(self._restart(name), self._loop)
 
+    def update(self, servers: Mapping[str, McpServerConfig]) -> None:
+        """Take a new set of servers, touching only what changed; returns at once.
+
+        A server whose config is the same keeps running as it is (its process, its state,
+        calls in flight); an added or changed one starts (a changed one is stopped first);
+        a removed one stops and is forgotten; a disabled one stops and shows as disabled.
+        """
+        if self._closed:
+            raise RuntimeError("the MCP manager is closed")
+        new = dict(servers)
+        with self._lock:  # states() and tools() read the configs and the states together
+            old, self._configs = self._configs, new
+            for name in old.keys() - new.keys():
+                self._states.pop(name, None)
+                self._tools.pop(name, None)
+            changed = [name for name, config in new.items() if old.get(name) != config]
+            for name in changed:
+                config = new[name]
+                self._states[name] = ServerState(name, config.transport, config.trust, ServerStatus.STOPPED,
+                                                 reason="" if config.enabled else "disabled")
+                self._tools[name] = []
+        if self._loop is not None:
+            for name in old:
+                if name not in new or (name in changed and not new[name].enabled):
+                    asyncio.run_coroutine_threadsafe(self._retire(name), self._loop)
+        for name in changed:
+            if new[name].enabled:
+                self.restart(name)  # stops the one of the old config first
+        for name in changed:
+            if not new[name].enabled and self._on_change is not None:
+                self._on_change(self.state(name))
+
     def wait(self, names: Iterable[str] | None = None, timeout: float | None = None) -> bool:
         """Block until none of ``names`` (default: all) is starting; False on timeout."""
         wanted = list(self._configs) if names is None else list(names)
@@ -252,6 +284,8 @@ class McpManager:
     def call(self, server: str, tool: str, arguments: dict[str, Any],
              cancel: threading.Event | None = None) -> ToolResult:
         """``tools/call`` on ``server``, from any thread but the manager's; one result always."""
+        if server not in self._configs:  # removed by ``update`` after the model was offered its tools
+            return ToolResult.error(f"MCP server {server} is no longer configured")
         state = self.state(server)
         if state.status is not ServerStatus.READY or self._loop is None or self._closed:
             why = f": {state.reason}" if state.reason else ""
@@ -278,10 +312,14 @@ class McpManager:
 
     def _publish(self, name: str, status: ServerStatus, *, reason: str = "", tools: list[McpTool] | None = None,
                  notes: tuple[str, ...] = (), startup_ms: float | None = None) -> None:
-        config = self._configs[name]
+        config = self._configs.get(name)
+        if config is None:
+            return  # removed by ``update``: nothing shows it any more
         state = ServerState(name, config.transport, config.trust, status, one_line(reason, 300),
                             tuple(t.name for t in tools or ()), notes, startup_ms)
         with self._lock:
+            if name not in self._configs:
+                return
             self._states[name] = state
             self._tools[name] = list(tools or ())
         if self._on_change is not None:
@@ -305,8 +343,20 @@ class McpManager:
             server.task.cancel()  # not started yet: its body (and its finally) never runs
         if server.task is not None:
             await asyncio.gather(server.task, return_exceptions=True)
-        if server.scope is None and self.state(server.name).status is ServerStatus.STARTING:
+        with self._lock:
+            starting = server.name in self._states and self._states[server.name].status is ServerStatus.STARTING
+        if server.scope is None and starting:
             self._publish(server.name, ServerStatus.STOPPED)
+
+    async def _retire(self, name: str) -> None:
+        """Stop the server ``update`` removed or disabled; a disabled one shows so once stopped
+        (it may have come up while this waited for the loop)."""
+        server = self._live.pop(name, None)
+        if server is not None:
+            await self._stop(server)
+        config = self._configs.get(name)
+        if config is not None and not config.enabled and name not in self._live:
+            self._publish(name, ServerStatus.STOPPED, reason="disabled")
 
     async def _stop_all(self) -> None:
         for scope in list(self._calls.values()):

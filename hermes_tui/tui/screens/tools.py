@@ -9,7 +9,9 @@ session".
 
 The MCP part follows the servers as they change: the app calls ``refresh_servers`` from
 its own thread when the manager reports a change (and on a timer, for what a report
-may miss). ``r`` or the button restarts the selected server, without waiting for it.
+may miss). ``r`` or the button restarts the selected server, without waiting for it. When the
+app's servers are replaced (new settings), the app hands the screen the tools of the new
+ones (``show_tools``): the screen open never shows a manager that is gone.
 """
 
 from __future__ import annotations
@@ -98,22 +100,37 @@ class ToolsScreen(Screen[None]):
         yield Static("Rules for this workspace", classes="section")
         yield Static("", id="rules", markup=False)
         yield Static("MCP servers", classes="section")
-        if self.mcp is None:
-            yield Static("None configured: add them under mcp_servers: in config.yaml (or in /settings).",
-                         id="no-servers", markup=False)
-        else:
-            yield DataTable(id="servers", cursor_type="row")
-            with Horizontal(id="bar"):
-                yield Button("Restart server (r)", id="restart", compact=True)
+        # Both parts are there; which one shows follows whether there are servers (show_tools).
+        yield Static("None configured: add them under mcp_servers: in config.yaml (or in /settings).",
+                     id="no-servers", markup=False)
+        yield DataTable(id="servers", cursor_type="row")
+        with Horizontal(id="bar"):
+            yield Button("Restart server (r)", id="restart", compact=True)
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#tools", DataTable).add_columns("tool", "from", "approval", "why")
+        self.query_one("#servers", DataTable).add_columns("server", "transport", "trust", "state", "detail")
+        self.set_interval(1.0, self.refresh_servers)
+        self._show_parts()
         if self.mcp is not None:
-            self.query_one("#servers", DataTable).add_columns("server", "transport", "trust", "state", "detail")
-            self.set_interval(1.0, self.refresh_servers)
             self.query_one("#servers", DataTable).focus()
         self.refresh_servers()
+
+    def show_tools(self, tools: Tools) -> None:
+        """Show ``tools`` from now on (the app's, after its servers were replaced)."""
+        self.tools = tools
+        self._shown = None
+        self.query_one("#heading", Static).update(
+            f"Tools · approval mode: {tools.mode.value} · workspace: {tools.key}")
+        self._show_parts()
+        self.refresh_servers()
+
+    def _show_parts(self) -> None:
+        servers = self.mcp is not None
+        self.query_one("#no-servers").display = not servers
+        self.query_one("#servers").display = servers
+        self.query_one("#bar").display = servers
 
     # --- what it shows -----------------------------------------------------------------
     def refresh_servers(self) -> None:
@@ -124,14 +141,13 @@ class ToolsScreen(Screen[None]):
         self._shown = states
         self.tools.sync()  # a server that came up or went away: its tools with it
         self._fill_tools()
-        if self.mcp is not None:
-            table = self.query_one("#servers", DataTable)
-            row = table.cursor_row
-            table.clear()
+        table = self.query_one("#servers", DataTable)
+        row = table.cursor_row
+        table.clear()
+        if states:
             for state in states:
                 table.add_row(*server_row(state), key=state.name)
-            if states:
-                table.move_cursor(row=min(max(row, 0), len(states) - 1))
+            table.move_cursor(row=min(max(row, 0), len(states) - 1))
 
     def _fill_tools(self) -> None:
         table = self.query_one("#tools", DataTable)
