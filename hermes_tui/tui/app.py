@@ -45,6 +45,7 @@ from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
+from hermes_tui.tui.quitting import stop_work
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.first_run import RELOAD, FirstRunScreen, Setup
 
@@ -113,6 +114,7 @@ class HermesApp(App):
         self.workspace = workspace
         self.approval_mode = Mode(config.agent.approval)
         self.told_no_tools: set[str] = set()
+        self._sessions: list[Session] = []  # every session opened: work may be in flight for one left behind
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -272,6 +274,7 @@ class HermesApp(App):
                     bar.show_mcp(summary, state)
 
     async def on_unmount(self) -> None:
+        await stop_work(self, self._sessions)  # before ``run`` returns and the store closes
         # Every child stopped and reaped before we return (a daemon thread would die mid-way).
         if self.mcp is not None:
             await asyncio.to_thread(self.mcp.close)
@@ -296,6 +299,7 @@ class HermesApp(App):
                 self.store.release_lease(session_id)
             raise
         session.lock = self.session_lock  # one lock for every session of this app: one store connection
+        self._sessions.append(session)
         return session
 
     @property
