@@ -38,6 +38,7 @@ from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
 from hermes_tui.providers.select import ProviderError
+from hermes_tui.providers.warm_sdk import warm_openai_sdk
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
@@ -121,6 +122,7 @@ class HermesApp(App):
         self._make_clients()
         self._start_mcp()
         self.set_interval(MCP_REFRESH_S, self._show_mcp)
+        self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
         if self._import_path is None:
             self._start(self._start_session_id)
             return
