@@ -25,6 +25,10 @@ A reply in the script is one of:
 
 Any reply may carry ``"gap": SECONDS``: the pause before each chunk, so a client can be
 watched while a reply (a tool call's arguments) is still streaming in.
+
+A request with ``"stream": false`` (a summarizer's) is answered with one chat completion
+whose content is the reply's ``text`` joined, after the reply's ``"delay": SECONDS`` (a
+slow model, so a pass can be watched in flight).
 """
 
 from __future__ import annotations
@@ -102,6 +106,20 @@ def serve(script_path: Path, requests_path: Path) -> None:
             if "status" in reply:
                 payload = json.dumps({"error": {"message": reply["error"], "type": "invalid_request_error"}})
                 self.send_response(reply["status"])
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+                return
+            if not json.loads(body).get("stream", False):
+                time.sleep(reply.get("delay", 0))
+                payload = json.dumps({
+                    "id": "scripted", "object": "chat.completion", "created": 0, "model": MODEL_ID,
+                    "choices": [{"index": 0, "finish_reason": reply.get("finish_reason", "stop"),
+                                 "message": {"role": "assistant", "content": "".join(reply.get("text", []))}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                })
+                self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()

@@ -37,32 +37,37 @@ def servers(tmp_path):
     started.stop()
 
 
-def _home(tmp_path, base_url: str, extra: str = ""):
+def _home(tmp_path, base_url: str, extra: str = "", compression: str = "    provider: extractive\n",
+          window: int = 1_000_000):
     home = tmp_path / "hermes_home"
     home.mkdir()
     (home / "config.yaml").write_text(
         "model:\n  provider: openai-api\n  model: scripted\n"
-        f"  base_url: {base_url}\n  context_length: 1000000\n"
-        "auxiliary:\n  compression:\n    provider: extractive\n" + extra
+        f"  base_url: {base_url}\n  context_length: {window}\n"
+        "auxiliary:\n  compression:\n" + compression + extra
     )
     return home
 
 
 def _start(tmux, home, cwd, hf_offline_env, *args: str) -> None:
     env = {"HERMES_TUI_HOME": str(home), **hf_offline_env, "PYTHONFAULTHANDLER": "1"}
-    tmux.start(shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *_app_command(), *args]), cwd=cwd)
+    app = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *_app_command(), *args])
+    # A shell reaps the app and writes its exit status down (a signal shows as 128 + its number).
+    status = shlex.quote(str(home / "exit_status"))
+    tmux.start(f"sh -c {shlex.quote(f'{app}; echo $? > {status}')}", cwd=cwd)
 
 
 def _quit_and_check(tmux, home) -> None:
     tmux.keys("C-q")
+    status = home / "exit_status"
     deadline = time.monotonic() + EXIT_TIMEOUT
-    while (ended := tmux.pane("#{pane_dead}:#{pane_dead_status}")) in ("0:", "1:"):
-        assert time.monotonic() < deadline, f"the app did not exit after Ctrl+Q ({ended}); {tmux.stacks()}"
+    while not (status.exists() and status.read_text().strip()):
+        assert time.monotonic() < deadline, f"the app did not exit after Ctrl+Q; {tmux.stacks()}"
         time.sleep(0.1)
     everything = tmux.everything()
     for sign in CRASH_SIGNS:
         assert sign not in everything, everything
-    assert ended == "1:0", f"the app ended with {ended}:\n{everything}"
+    assert status.read_text().strip() == "0", f"the app ended with {status.read_text().strip()}:\n{everything}"
     log = (home / "logs" / "agent.log").read_text()
     assert "Traceback" not in log and " ERROR " not in log, log[-4000:]
     assert "turn failed" not in log and "closed database" not in log, log[-4000:]  # the store closed under it
@@ -123,3 +128,31 @@ def test_quit_while_an_agent_command_runs(tmux, tmp_path, servers, hf_offline_en
     assert [m.role for m in stored] == ["user", "assistant", "tool"], [m.role for m in stored]
     assert stored[2].tool_call_id == "call_sleep" and stored[2].meta["tool"]["status"] == "stopped", stored[2].meta
     assert len(server.requests()) == 1
+
+
+def test_quit_while_a_pass_waits_for_a_slow_summarizer(tmux, tmp_path, servers, hf_offline_env):
+    chat = servers.start([{"text": ["Short ", "answer."], "finish_reason": "stop"}])
+    summarizer = servers.start([{"text": ["A summary."], "delay": 120}])
+    home = _home(tmp_path, chat.base_url, compression=(
+        f"    provider: openai-api\n    model: scripted\n    base_url: {summarizer.base_url}\n"),
+        window=16_384)  # ~3,200 seeded tokens: more than the verbatim tail, under the threshold
+    with Store(home / "state.db") as store:
+        seeded = [Message(role="user" if i % 2 == 0 else "assistant", content=f"seeded message {i} " * 20)
+                  for i in range(40)]
+        session = store.create_session("passes", messages=seeded)
+    _start(tmux, home, tmp_path, hf_offline_env, "--resume", session.id)
+
+    wait_for(tmux, lambda s: "Message · Enter sends" in s, "the app's first screen", START_TIMEOUT)
+    tmux.keys(PROMPT, literal=True)
+    tmux.keys("Enter")
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while not summarizer.requests():  # the pass is in flight: the summarizer sleeps on it
+        assert time.monotonic() < deadline, f"no pass reached the summarizer:\n{tmux.screen()}"
+        time.sleep(0.1)
+    _quit_and_check(tmux, home)
+
+    with Store(home / "state.db") as store:
+        stored = store.load_active(session.id)
+    # The pass was abandoned (a plan writes nothing): the transcript is what it was plus the exchange.
+    assert [m.content for m in stored[:40]] == [m.content for m in seeded]
+    assert [(m.role, m.content) for m in stored[40:]] == [("user", PROMPT), ("assistant", "Short answer.")]
