@@ -15,6 +15,7 @@ gives it up once the reply and the pass in flight (between ``begin_work`` and
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -89,6 +90,17 @@ class Session:
         with self.lock:
             self._in_flight -= 1
             self._release_if_done()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until no reply or pass is in flight; whether none is.
+
+        Before the store closes on quit: work stopped by then has stored what it keeps."""
+        deadline = time.monotonic() + timeout
+        while self._in_flight > 0:  # a plain read: the lock may be held by the worker we wait for
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def close(self) -> None:
         """Done with this session: give up its lease now, or when the work in flight ends (once)."""

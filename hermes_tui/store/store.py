@@ -24,6 +24,7 @@ from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
 from hermes_tui.faults import crash_point
 from hermes_tui.store import lease
 from hermes_tui.store.db import StoreError, close_database, open_database, translate_errors
+from hermes_tui.store.guard import GuardedConnection
 from hermes_tui.store.lease import SessionBusy
 from hermes_tui.transcript import Message
 
@@ -60,24 +61,31 @@ class SearchHit:
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.conn = open_database(self.path)
+        conn = open_database(self.path)
+        self.conn = GuardedConnection(self.path, conn, lambda: close_database(self.path, conn))
         self._next_position: dict[str, int] = {}
         self._leases: dict[str, _Held] = {}
         self._closed = False
 
     def close(self) -> None:
-        """Give up every lease this store holds, then close the connection (once)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            for session_id in list(self._leases):
-                self._give_up(session_id)
-        except StoreError:
-            pass  # left behind, the lease is taken over once this process has exited
-        finally:
-            self._leases.clear()
-            close_database(self.path, self.conn)
+        """Give up every lease this store holds, then close the connection (once).
+
+        Waits for a statement or transaction in progress on another thread; any use after
+        this raises ``StoreClosed``: what a worker had not stored yet is not stored (a resume
+        answers a call left without a result as "interrupted").
+        """
+        with self.conn.lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                for session_id in list(self._leases):
+                    self._give_up(session_id)
+            except StoreError:
+                pass  # left behind, the lease is taken over once this process has exited
+            finally:
+                self._leases.clear()
+                self.conn.close()
 
     def __enter__(self) -> Store:
         return self
@@ -398,10 +406,22 @@ class _Transaction:
         self.store = store
 
     def __enter__(self) -> None:
-        with translate_errors(self.store.path):
-            self.store.conn.execute("BEGIN IMMEDIATE")
+        # Held from BEGIN to COMMIT: the store closes between transactions, never inside one.
+        self.store.conn.lock.acquire()
+        try:
+            with translate_errors(self.store.path):
+                self.store.conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.store.conn.lock.release()
+            raise
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._end(exc_type, exc)
+        finally:
+            self.store.conn.lock.release()
+
+    def _end(self, exc_type, exc) -> bool:
         conn = self.store.conn
         if exc_type is None:
             try:

@@ -34,6 +34,7 @@ from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
 from hermes_tui.logs import get_logger
 from hermes_tui.providers.select import ProviderError
+from hermes_tui.providers.warm_sdk import warm_openai_sdk
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
@@ -42,6 +43,7 @@ from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
+from hermes_tui.tui.quitting import stop_work
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.first_run import RELOAD, FirstRunScreen, Setup
 
@@ -101,12 +103,14 @@ class HermesApp(McpHost, App):
         self.workspace = workspace
         self.approval_mode = Mode(config.agent.approval)
         self.told_no_tools: set[str] = set()
+        self._sessions: list[Session] = []  # every session opened: work may be in flight for one left behind
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._make_clients()
         self._start_mcp()
         self.set_interval(MCP_REFRESH_S, self._show_mcp)
+        self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
         if self._import_path is None:
             self._start(self._start_session_id)
             return
@@ -199,6 +203,11 @@ class HermesApp(McpHost, App):
         elif action == "quit":
             self.exit()
 
+    async def on_unmount(self) -> None:
+        # Before ``run`` returns and the store closes; Textual then calls McpMixin.on_unmount
+        # (the servers), as it calls a handler of each class in the MRO.
+        await stop_work(self, self._sessions)
+
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
         from hermes_tui.session.wiring import open_session
@@ -217,6 +226,7 @@ class HermesApp(McpHost, App):
                 self.store.release_lease(session_id)
             raise
         session.lock = self.session_lock  # one lock for every session of this app: one store connection
+        self._sessions.append(session)
         return session
 
     @property

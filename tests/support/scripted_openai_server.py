@@ -41,6 +41,10 @@ runs its model with a context window of N tokens, as a real one does:
   over the messages' text and the tools (``"chars_per_token"``, default 4).
 
 Each line of REQUESTS.jsonl also holds the ``status`` served and the ``prompt_tokens`` counted.
+
+A request with ``"stream": false`` (a summarizer's) is answered with one chat completion
+whose content is the reply's ``text`` joined, after the reply's ``"delay": SECONDS`` (a
+slow model, so a pass can be watched in flight).
 """
 
 from __future__ import annotations
@@ -165,6 +169,20 @@ def serve(script_path: Path, requests_path: Path) -> None:
                 error = {"message": reply["error"], "type": "invalid_request_error", **reply.get("fields", {})}
                 payload = json.dumps({"error": error})
                 self.send_response(reply["status"])
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+                return
+            if not json.loads(body).get("stream", False):
+                time.sleep(reply.get("delay", 0))
+                payload = json.dumps({
+                    "id": "scripted", "object": "chat.completion", "created": 0, "model": MODEL_ID,
+                    "choices": [{"index": 0, "finish_reason": reply.get("finish_reason", "stop"),
+                                 "message": {"role": "assistant", "content": "".join(reply.get("text", []))}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                })
+                self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()

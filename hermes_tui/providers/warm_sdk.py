@@ -1,0 +1,50 @@
+"""Importing the openai SDK ahead of the first model call, off the UI thread.
+
+The SDK (with pydantic and httpx under it) takes 1-2.5 s to import on a slow machine.
+Imported lazily by the first reply's worker thread, that import holds the interpreter
+lock in long stretches while the user types, so the first keys after sending lag. Started
+right after the first frame instead, it is over (or well under way, and the worker simply
+waits on the import lock) by the time the first message is sent.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from hermes_tui.config import Config
+from hermes_tui.logs import get_logger
+from hermes_tui.providers.mlx_runtime import ModelUnavailable
+from hermes_tui.providers.select import ProviderError, resolve_provider
+
+log = get_logger("providers")
+
+IN_PROCESS = ("mlx", "extractive")  # every other provider is an OpenAI-compatible endpoint
+
+
+def uses_endpoint(config: Config) -> bool:
+    """Whether the chat or the compression model is reached through the openai SDK."""
+    for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):
+        try:
+            if resolve_provider(cfg, role=role) not in IN_PROCESS:
+                return True
+        except (ProviderError, ModelUnavailable):
+            pass  # nothing usable configured: nothing to warm for it
+    return False
+
+
+def warm_openai_sdk(config: Config) -> threading.Thread | None:
+    """Import the SDK on a background thread when a configured model needs it; the thread, or None."""
+    if not uses_endpoint(config):
+        return None
+    thread = threading.Thread(target=_import_sdk, name="warm-openai", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_sdk() -> None:
+    try:
+        import openai  # noqa: F401 - the import is the point
+
+        from hermes_tui.providers import openai_http  # noqa: F401 - and its HTTP backend
+    except Exception:  # the first call reports a missing or broken SDK in its own words
+        log.warning("importing the openai SDK ahead of the first call failed", exc_info=True)
