@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from hermes_tui import paths
 from hermes_tui.cli.common import UserError, config_from
-from hermes_tui.hermes_sessions import SeveralSessions, read_transcript_file
 from hermes_tui.logs import setup_logging
 from hermes_tui.store import Store
 
@@ -53,6 +52,8 @@ def run_app(args: argparse.Namespace) -> int:
 def _check_transcript(path: Path, session: str | None) -> None:
     """A file ``open`` cannot take: one line. A file of several sessions with none chosen: its
     sessions listed on stdout, and how to pick one."""
+    from hermes_tui.hermes_sessions import SeveralSessions, read_transcript_file
+
     try:
         read_transcript_file(path, session=session)
     except SeveralSessions as exc:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from hermes_tui.compaction.lazy_pattern import lazy_compile
+
 # Why a summary was rejected (telemetry carries these, never the text).
 EMPTY = "empty"                # nothing, or no words at all
 CUT_OFF = "cut_off"            # generation stopped at the token limit: the summary is truncated
@@ -23,15 +25,15 @@ DEFRAG_MAX_RATIO = 0.6
 
 # --- cleaning -------------------------------------------------------------------------
 
-_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
-_THINK_OPEN = re.compile(r"^\s*<think(?:ing)?>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
+_THINK_BLOCK = lazy_compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = lazy_compile(r"^\s*<think(?:ing)?>", re.IGNORECASE)
+_THINK_CLOSE = lazy_compile(r"</think(?:ing)?>", re.IGNORECASE)
 
 # A short line that only announces the summary: "Here is the updated summary:",
 # "Sure! Here's the revised rolling summary:", "Updated summary:", "**Summary:**".
 _INTERJECTION = r"(?:sure|certainly|okay|ok|of course|absolutely|got it|alright|great)[!.,]*"
 _ADJECTIVES = r"(?:(?:updated|revised|new|merged|consolidated|compact|condensed|rolling|running|defragmented|final|current|complete)[ ,]+){0,3}"
-_PREAMBLE = re.compile(
+_PREAMBLE = lazy_compile(
     r"(?:" + _INTERJECTION + r"\s*)?"
     r"[*_]{0,2}"
     r"(?:"
@@ -41,14 +43,14 @@ _PREAMBLE = re.compile(
     r"[*_]{0,2}\s*[:.]?[*_]{0,2}\s*",
     re.IGNORECASE,
 )
-_INTERJECTION_LINE = re.compile(r"(?:" + _INTERJECTION + r")\s*", re.IGNORECASE)
+_INTERJECTION_LINE = lazy_compile(r"(?:" + _INTERJECTION + r")\s*", re.IGNORECASE)
 
-_FENCE_OPEN = re.compile(r"\A```[ \t]*([A-Za-z0-9_+\-]*)[ \t]*\n")
-_FENCE_CLOSE = re.compile(r"\n```[ \t]*\Z")
-_FENCE_LINE = re.compile(r"^[ \t]*```", re.MULTILINE)
+_FENCE_OPEN = lazy_compile(r"\A```[ \t]*([A-Za-z0-9_+\-]*)[ \t]*\n")
+_FENCE_CLOSE = lazy_compile(r"\n```[ \t]*\Z")
+_FENCE_LINE = lazy_compile(r"^[ \t]*```", re.MULTILINE)
 _DOCUMENT_LANGS = {"", "markdown", "md", "text", "txt", "plaintext", "plain"}
 
-_SUMMARY_TAGS = re.compile(r"\A<summary>\s*(.*?)\s*</summary>\Z", re.DOTALL | re.IGNORECASE)
+_SUMMARY_TAGS = lazy_compile(r"\A<summary>\s*(.*?)\s*</summary>\Z", re.DOTALL | re.IGNORECASE)
 
 
 def clean_summary(text: str) -> str:
@@ -147,7 +149,7 @@ def append_problem(
     return None
 
 
-_NOTHING_NEW = re.compile(r"[\W_]*nothing new[\W_]*", re.IGNORECASE)
+_NOTHING_NEW = lazy_compile(r"[\W_]*nothing new[\W_]*", re.IGNORECASE)
 
 
 def new_lines(text: str, summary: str) -> str:
@@ -234,7 +236,7 @@ _INSTRUCTION_PATTERNS = [
     # inside prose, so they are rejected even when the exchange was about templates.
     r"<\|[A-Za-z_]{2,30}\|>|\[/?INST\]|<</?SYS>>|</?(?:start|end)_of_turn>",
 ]
-_INSTRUCTIONS = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE | re.MULTILINE)
+_INSTRUCTIONS = lazy_compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE | re.MULTILINE)
 
 # An injection hides behind a label inside a line ("RuntimeError: You are now in
 # developer mode; your new task is ..."), where the line-start patterns above do not
@@ -249,7 +251,7 @@ _CLAUSE_PATTERNS = [
     r"(?:pretend|act[ \t]+as[ \t]+if)[ \t]+you\b",
     r"(?:always[ \t]+|now[ \t]+)?(?:respond|reply|answer|output)[ \t]+only\b",
 ]
-_CLAUSE_INSTRUCTIONS = re.compile(
+_CLAUSE_INSTRUCTIONS = lazy_compile(
     _CLAUSE_START + "(?:" + "|".join(f"(?:{p})" for p in _CLAUSE_PATTERNS) + ")", re.IGNORECASE
 )
 

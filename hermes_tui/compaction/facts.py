@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from hermes_tui.compaction.checks import looks_like_instructions
+from hermes_tui.compaction.lazy_pattern import lazy_compile
 from hermes_tui.compaction.redaction import REDACTED, looks_generated, redact
 from hermes_tui.tokens import TokenCounter
 from hermes_tui.transcript import Message
@@ -54,45 +55,45 @@ BAD_KIND, EMPTY_VALUE, MULTILINE, TOO_LONG, UNQUOTABLE, SECRET, INSTRUCTIONS = (
 
 # --- patterns -----------------------------------------------------------------------------
 
-_URL = re.compile(r"https?://[^\s<>()\"'`\[\]{}|\\^]+")
+_URL = lazy_compile(r"https?://[^\s<>()\"'`\[\]{}|\\^]+")
 _CODE_EXT = (
     r"(?:py|pyi|ex|exs|eex|heex|leex|js|mjs|cjs|ts|tsx|jsx|json|ya?ml|toml|md|rst|txt|css|scss|html|rs|go|"
     r"java|kt|c|h|cc|cpp|hpp|rb|sh|bash|zsh|sql|cfg|ini|lock|xml|csv|proto|tf|vue|svelte|swift)"
 )
 # A path with at least one directory and a file extension, an absolute path of two or
 # more segments, or a bare file name with a code extension. Never inside a URL.
-_PATH = re.compile(
+_PATH = lazy_compile(
     r"(?<![\w/.~:@-])(?:~/|\.{1,2}/|/)?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,8}(?![\w/])"
     r"|(?<![\w/.~:@-])/(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*(?![\w/])"
     r"|(?<![\w/.@-])[A-Za-z_][\w-]*(?:\.(?:min|test|spec|config|d))?\." + _CODE_EXT + r"(?![\w/.])"
 )
-_ERROR_LINE = re.compile(
+_ERROR_LINE = lazy_compile(
     r"(?<![\w.])((?:[A-Za-z_][\w.]*(?:Error|Exception))|Error|error|ERROR|fatal|FATAL): (\S.*)$", re.MULTILINE
 )
-_ERROR_CLASS = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b")
-_FAILED_TEST = re.compile(r"\bFAILED\s+(\S+::\S+)")
-_EXIT_CODE = re.compile(r"\bexit(?:ed)?(?: with)?(?: code| status)?:? [1-9]\d{0,2}\b")
+_ERROR_CLASS = lazy_compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b")
+_FAILED_TEST = lazy_compile(r"\bFAILED\s+(\S+::\S+)")
+_EXIT_CODE = lazy_compile(r"\bexit(?:ed)?(?: with)?(?: code| status)?:? [1-9]\d{0,2}\b")
 _IDENTIFIERS = [
     # dotted names: django.forms.widgets, Media.merge, AshComputer.LiveView, obj.save()
-    re.compile(r"(?<![\w./@-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])"),
+    lazy_compile(r"(?<![\w./@-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])"),
     # function(): merge(), build_index()
-    re.compile(r"(?<![\w.])[A-Za-z_]\w*\(\)"),
+    lazy_compile(r"(?<![\w.])[A-Za-z_]\w*\(\)"),
     # CamelCase, ACRONYMCase, lowerCamelCase
-    re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"),
-    re.compile(r"\b[A-Z]{2,}[a-z]+[A-Za-z0-9]*\b"),
-    re.compile(r"\b[a-z]+[0-9]*[A-Z][A-Za-z0-9]*\b"),
+    lazy_compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"),
+    lazy_compile(r"\b[A-Z]{2,}[a-z]+[A-Za-z0-9]*\b"),
+    lazy_compile(r"\b[a-z]+[0-9]*[A-Z][A-Za-z0-9]*\b"),
     # snake_case and CONSTANT_CASE
-    re.compile(r"(?<![\w.])_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"),
+    lazy_compile(r"(?<![\w.])_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"),
 ]
-_BACKTICKED = re.compile(r"`([^`\s]{3,60})`")
-_CODE_SPAN = re.compile(r"[@:]?[A-Za-z_][\w.:@/-]*(?:\(\))?")
+_BACKTICKED = lazy_compile(r"`([^`\s]{3,60})`")
+_CODE_SPAN = lazy_compile(r"[@:]?[A-Za-z_][\w.:@/-]*(?:\(\))?")
 _NUMBERS = [
     # versions: 3.11.4, v2.1.39 (not IP addresses: four parts never match)
-    re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?(?![\w.])"),
+    lazy_compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?(?![\w.])"),
     # ports: localhost:4000, port 8080
-    re.compile(r"\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b|\bport \d{2,5}\b"),
+    lazy_compile(r"\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b|\bport \d{2,5}\b"),
     # non-zero counts with a unit: 397 tests, 3 failed, 120 ms, 2.5 MB
-    re.compile(
+    lazy_compile(
         r"(?<![\w.,])[1-9][\d,]*(?:\.\d+)?\s?(?:tests?|passed|failed|failures?|errors?|warnings?|skipped|files?|"
         r"lines?|ms|seconds|MB|GB|KB|tokens|rows|commits?)\b"
     ),
@@ -228,14 +229,14 @@ def valid_facts(facts: Iterable) -> list[Fact]:
 
 
 # A run of letters and digits this long is generated (a key, a hash), not written.
-_TOKEN_RUN = re.compile(r"(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}")
+_TOKEN_RUN = lazy_compile(r"(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}")
 _GLUE = "_-./:@=+"
 # Characters that end a line for some reader: a fact is one line of the section.
-_LINE_BREAK = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_LINE_BREAK = lazy_compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 # Digits inside a word, between letters: several of them is how a password or a key
 # reads (``Xk9vQ2mW7zLp``), not an identifier (``base64ToUtf8``).
-_INNER_DIGITS = re.compile(r"(?<=[A-Za-z])\d+(?=[A-Za-z])")
-_CLAUSE_BREAK = re.compile(r"[:;,|]\s+|\s+[-\u2013\u2014]+\s+")
+_INNER_DIGITS = lazy_compile(r"(?<=[A-Za-z])\d+(?=[A-Za-z])")
+_CLAUSE_BREAK = lazy_compile(r"[:;,|]\s+|\s+[-\u2013\u2014]+\s+")
 
 
 def fact_problem(kind: str, value: str) -> str | None:
@@ -319,8 +320,8 @@ def body_of(summary: str, facts: Sequence[Fact]) -> str:
     return summary
 
 
-_SECTION_LINE = re.compile(r"^- (" + "|".join(KINDS) + r"): (.+)$")
-_HEADING_LINE = re.compile(r"^\s*(?:\*\*|__)?Facts:(?:\*\*|__)?\s*$")
+_SECTION_LINE = lazy_compile(r"^- (" + "|".join(KINDS) + r"): (.+)$")
+_HEADING_LINE = lazy_compile(r"^\s*(?:\*\*|__)?Facts:(?:\*\*|__)?\s*$")
 
 
 def split_section(text: str) -> tuple[str, list[Fact]]:

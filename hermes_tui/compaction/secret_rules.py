@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hermes_tui.compaction.lazy_pattern import lazy_compile
 from hermes_tui.compaction.secret_shapes import (
     _ASSIGN_AFTER,
     _ASSIGNMENT,
@@ -146,8 +147,8 @@ def _flag_value(m: re.Match[str]) -> str | None:
     return m.group("prefix") + REDACTED + q
 
 
-_PROSE_TRAIL = re.compile(r"[.,;:!?)\]]+\Z")
-_WORDS = re.compile(r"[A-Za-z][a-z]*(?:['\-][A-Za-z][a-z]*)*")
+_PROSE_TRAIL = lazy_compile(r"[.,;:!?)\]]+\Z")
+_WORDS = lazy_compile(r"[A-Za-z][a-z]*(?:['\-][A-Za-z][a-z]*)*")
 _NOT_PROSE_VALUE = frozenset({"e.g", "i.e", "etc", "n/a"})
 
 
@@ -226,14 +227,14 @@ class _Rule:
     finder: re.Pattern[str] | None = None
 
 
-_KEY_FINDER = re.compile(
+_KEY_FINDER = lazy_compile(
     r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key(?:[_\-]?id)?"
     r"|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key|encryption[_\-]?key|account[_\-]?key"
     r"|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key|credentials?|creds|pass|pwd|auth)"
     r"(?=\\?[\"']?[ \t]*[:=])"
 )
 
-_PROSE_FINDER = re.compile(
+_PROSE_FINDER = lazy_compile(
     r"\b(?:password|passphrase|passcode|passwd|pin|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key"
     r"|with|using)[ \t]"
 )
@@ -259,7 +260,7 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 # Cheap pre-check on the lower-cased text: with none of these, no rule can match.
-_HINT = re.compile(
+_HINT = lazy_compile(
     r"pass|pwd|secret|token|key|auth|cred|bearer|basic|login|-u\b|--user|://|sk|hf_|gh[pousr]_|github_pat_|gl[a-z]+-"
     r"|gr1348941|akia|asia|abia|acca|a3t|xox|xapp-|_live_|_test_|_prod_|whsec_|aiza|npm_|pypi-|sg\.|gsk_|eyj"
     r"|hooks\.slack|/api/webhooks/|sig|mysql|mariadb|docker|redis-cli|pin |do[opr]_v1_|shp|hrku-|\d:aa|q~"

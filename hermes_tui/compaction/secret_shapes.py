@@ -12,6 +12,8 @@ import math
 import re
 from collections import Counter
 
+from hermes_tui.compaction.lazy_pattern import lazy_compile
+
 REDACTED = "[REDACTED]"
 
 # Characters of an opaque token (base64, base64url, hex, ...).
@@ -19,7 +21,7 @@ _TOKEN_CHARS = r"A-Za-z0-9\-._~+/"
 
 # --- shapes -----------------------------------------------------------------------
 
-_PEM = re.compile(
+_PEM = lazy_compile(
     r"(?P<begin>-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----)"
     r"(?P<body>.*?)"
     r"(?P<end>-----END [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----)",
@@ -27,32 +29,32 @@ _PEM = re.compile(
 )
 # A private key cut off before its END line (truncated tool output): the BEGIN line
 # and the whole base64 lines that follow it (not the start of the next line).
-_PEM_OPEN = re.compile(
+_PEM_OPEN = lazy_compile(
     r"(?P<begin>-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----)"
     r"(?P<body>(?:(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]*|[A-Za-z\-]+: [^\n\\]*)(?=\r?\n|\\n|\Z))+)"
     r"(?!.*-----END)",
     re.DOTALL,
 )
-_PEM_LEAD = re.compile(r"(?:\s|\\[nr])*")
-_PEM_TRAIL = re.compile(r"(?:\s|\\[nr])*\Z")
+_PEM_LEAD = lazy_compile(r"(?:\s|\\[nr])*")
+_PEM_TRAIL = lazy_compile(r"(?:\s|\\[nr])*\Z")
 
 # scheme://user:password@host  ->  scheme://[REDACTED]@host. The password is greedy up
 # to the last "@" before the host, so one holding an unescaped "@" or "#" goes whole.
-_URL_USERINFO = re.compile(
+_URL_USERINFO = lazy_compile(
     r"(?P<scheme>://)(?<=[A-Za-z0-9]://)"
     r"(?P<user>[^\s/@:\"'\\<>\[\]]*):(?P<password>[^\s/\"'\\<>?]+)@(?=[A-Za-z0-9\[])"
 )
 
-_SLACK_WEBHOOK = re.compile(
+_SLACK_WEBHOOK = lazy_compile(
     r"(?P<prefix>\bhooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_\-]{8,}"
 )
-_DISCORD_WEBHOOK = re.compile(
+_DISCORD_WEBHOOK = lazy_compile(
     r"(?P<prefix>\bdiscord(?:app)?\.com/api/webhooks/\d{5,}/)[A-Za-z0-9_\-]{20,}"
 )
 
 # Keys and tokens with a recognisable prefix. The left guard keeps the prefix from
 # matching in the middle of a longer word.
-_PREFIXED = re.compile(
+_PREFIXED = lazy_compile(
     r"(?<![A-Za-z0-9_\-])(?:"
     r"sk-ant-[A-Za-z0-9_\-]{20,}"                                  # Anthropic
     r"|sk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}"  # OpenAI
@@ -98,13 +100,13 @@ _PREFIXED = re.compile(
     r")"
 )
 
-_JWT = re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")
+_JWT = lazy_compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")
 
 # "Bearer <token>", "Basic <base64>", and "Authorization: token <token>".
-_AUTH_SCHEME = re.compile(
+_AUTH_SCHEME = lazy_compile(
     r"(?P<prefix>\b(?:[Bb]earer|BEARER|Basic|BASIC)[ \t]+)(?P<value>[" + _TOKEN_CHARS + r"]+=*)"
 )
-_AUTH_HEADER = re.compile(
+_AUTH_HEADER = lazy_compile(
     r"(?P<prefix>\b(?i:(?:proxy-)?authorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?:(?i:token|bot|apikey|key|digest)[ \t]+)?)"
     r"(?P<value>[" + _TOKEN_CHARS + r"]+=*)"
@@ -134,34 +136,34 @@ _SEP = (
 _QUOTED = r"(?P<q>\\?[\"'])(?P<qv>(?:(?!(?P=q)).){0,2000}?)(?P=q)(?=[\s,;:})\]&#\"'\\]|$)"
 _UNQUOTED = r"(?P<uv>[^\s\"'`\\<>(){}\[\],;]+)(?P<after>[(\[]?)"
 
-_ASSIGNMENT = re.compile(_KEY + _KQ + _SEP + r"(?:" + _QUOTED + r"|" + _UNQUOTED + r")", re.MULTILINE)
+_ASSIGNMENT = lazy_compile(_KEY + _KQ + _SEP + r"(?:" + _QUOTED + r"|" + _UNQUOTED + r")", re.MULTILINE)
 
 # A URL query string or form body: `?code=x&api_key=abc&page=2`. The value ends at
 # the next parameter, so this runs before the general assignment rule (whose
 # values may hold a `&`).
-_QUERY = re.compile(
+_QUERY = lazy_compile(
     r"(?P<prefix>[?&][A-Za-z0-9_.\-]{0,40}?(?P<key>(?i:" + _SECRET_WORD + r"|" + _QUERY_WORD + r"))(?![A-Za-z0-9_])=)"
     r"(?P<value>[^&#\s\"'`<>\\\[\](){}]+)"
 )
 
 # An env-file or shell line `KEY=value`: the value runs to the next whitespace, so
 # a password with a comma or semicolon in it is not half-kept.
-_ENV_LINE = re.compile(_KEY + r"=(?P<value>[^\s\"'`\\$<(\[{][^\s\"'`\\]*)")
-_ENV_LINE_HEAD = re.compile(r"[ \t]*(?:export[ \t]+)?[A-Za-z0-9_.\-]*")
+_ENV_LINE = lazy_compile(_KEY + r"=(?P<value>[^\s\"'`\\$<(\[{][^\s\"'`\\]*)")
+_ENV_LINE_HEAD = lazy_compile(r"[ \t]*(?:export[ \t]+)?[A-Za-z0-9_.\-]*")
 
 # `--password hunter2`, `--api-key "abc"` (the `=` form is an assignment).
-_CLI_FLAG = re.compile(
+_CLI_FLAG = lazy_compile(
     r"(?P<prefix>-(?<![\w\-]-)-?(?!no-)(?:[A-Za-z0-9]+-)*(?i:password|passwd|pass|token|secret|api-?key|access-?key|auth-?token)"
     r"[ \t]+(?P<q>[\"']?))(?P<value>[^\s\"'`\\$<\-][^\s\"'`\\]*)(?P=q)"
 )
 # `curl -u user:pass`, `--user "user:pass"`.
-_CLI_USER = re.compile(
+_CLI_USER = lazy_compile(
     r"(?P<prefix>(?<![\w\-])(?:-u|--user)[ \t]+[\"']?[^\s:\"'$]+:)(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)"
 )
 # .netrc: `machine host login me password hunter2`.
 # The entry names its machine (or is the default one), so prose like "login the
 # password reset" is not one.
-_NETRC = re.compile(
+_NETRC = lazy_compile(
     r"(?P<prefix>(?:\bmachine[ \t]+\S+|^[ \t]*default)[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)"
     r"(?P<value>[^\s\"'`\\$<][^\s\"'`\\]*)",
     re.MULTILINE,
@@ -169,7 +171,7 @@ _NETRC = re.compile(
 # Tools whose short flag takes the password itself: `mysql -pPASS` (attached: `-p PASS`
 # asks for one and PASS is the database), `sshpass -p PASS`, `docker login -p PASS`,
 # `redis-cli -a PASS`. Only within the same command (no pipe, `;` or `&` between).
-_TOOL_PASSWORD = re.compile(
+_TOOL_PASSWORD = lazy_compile(
     r"(?P<prefix>(?:"
     r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb(?:-dump|-admin)?)\b[^\n|;&]*?[ \t]-p"
     r"|\bsshpass\b[^\n|;&]*?[ \t]-p[ \t]*"
@@ -178,7 +180,7 @@ _TOOL_PASSWORD = re.compile(
     r")(?P<q>[\"']?))(?P<value>[^\s\"'`\\$<\-][^\s\"'`\\]*)(?P=q)"
 )
 # Prose: "the admin password is X", "the token for staging was `X`", "with password X".
-_PROSE_SECRET = re.compile(
+_PROSE_SECRET = lazy_compile(
     r"(?P<prefix>(?:"
     r"\b(?P<word>(?i:password|passphrase|passcode|passwd|pin|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key))"
     r"(?:[ \t]+(?i:for|of|to|on)[ \t]+[\w.@:/\-]{1,60})?"
@@ -191,27 +193,27 @@ _PROSE_SECRET = re.compile(
 _NOT_A_VALUE = frozenset(
     ["none", "null", "nil", "true", "false", "undefined", "yes", "no", "on", "off", "required", "optional", "empty", "unset", "str", "string", "int", "integer", "bytes", "bool", "boolean", "any", "object", "dict", "list", "secretstr", "secretbytes", "union", "callable", "type", "self", "cls", "os", "env", "redacted", "masked", "hidden", "omitted", "include", "omit", "same-origin"]
 )
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-_WORD = re.compile(r"[A-Za-z_]+")
-_CALL_OR_INDEX = re.compile(r"[A-Za-z_][\w.]*[(\[]")
-_BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{8}")
-_PLACEHOLDER = re.compile(r"\$|%\(|%s$|\{\{|<[^>]*>$|\*{3,}|x{3,}$|X{3,}$|\.{3}|\[REDACTED\]", re.IGNORECASE)
-_PROSE_AFTER = re.compile(r"[ \t]+[A-Za-z]")
-_ASSIGN_AFTER = re.compile(r"[ \t]*(?:==?|:=|=>)")
+_DOTTED = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_WORD = lazy_compile(r"[A-Za-z_]+")
+_CALL_OR_INDEX = lazy_compile(r"[A-Za-z_][\w.]*[(\[]")
+_BASE64_RUN = lazy_compile(r"[A-Za-z0-9+/=]{8}")
+_PLACEHOLDER = lazy_compile(r"\$|%\(|%s$|\{\{|<[^>]*>$|\*{3,}|x{3,}$|X{3,}$|\.{3}|\[REDACTED\]", re.IGNORECASE)
+_PROSE_AFTER = lazy_compile(r"[ \t]+[A-Za-z]")
+_ASSIGN_AFTER = lazy_compile(r"[ \t]*(?:==?|:=|=>)")
 
 
 # --- entropy -----------------------------------------------------------------------
 
 # A run of token characters long enough to be a generated credential (see ``_candidate``).
-_RUN = re.compile(r"[A-Za-z0-9+/_\-]{20,}={0,3}")
-_HEXISH = re.compile(r"[0-9a-fA-F]+")
+_RUN = lazy_compile(r"[A-Za-z0-9+/_\-]{20,}={0,3}")
+_HEXISH = lazy_compile(r"[0-9a-fA-F]+")
 # A word of an identifier or a path: lower, Capitalized, ACRONYM, camelCase, then a number.
-_PLAIN_PART = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+(?![a-z]))(?:[A-Z][a-z]+)*\d{0,4}|\d+")
-_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_PLAIN_PART = lazy_compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+(?![a-z]))(?:[A-Z][a-z]+)*\d{0,4}|\d+")
+_SEGMENT = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # Digests say which algorithm made them (lockfiles, image digests): not secrets.
-_DIGEST_LABEL = re.compile(r"(?i)(?:sha\d{1,3}|sha3-\d{3}|md5|blake2[bs]?|xxh\d*|base64)[-:=,]\Z")
-_DIGEST_START = re.compile(r"(?i)(?:sha\d{1,3}|md5)-")
-_PUBLIC_PEM = re.compile(r"-----BEGIN (?:CERTIFICATE|PUBLIC KEY|[A-Z ]{0,20}CERTIFICATE REQUEST)-----.*?-----END [A-Z ]+-----", re.DOTALL)
+_DIGEST_LABEL = lazy_compile(r"(?i)(?:sha\d{1,3}|sha3-\d{3}|md5|blake2[bs]?|xxh\d*|base64)[-:=,]\Z")
+_DIGEST_START = lazy_compile(r"(?i)(?:sha\d{1,3}|md5)-")
+_PUBLIC_PEM = lazy_compile(r"-----BEGIN (?:CERTIFICATE|PUBLIC KEY|[A-Z ]{0,20}CERTIFICATE REQUEST)-----.*?-----END [A-Z ]+-----", re.DOTALL)
 _PEM_BASE64 = "LS0tLS1CRUdJTi"  # base64 of "-----BEGIN "
 
 

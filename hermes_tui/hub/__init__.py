@@ -5,31 +5,55 @@ imports the UI; long work (``download``) reports through a callback and stops wh
 ``threading.Event`` is set, so a screen can run it in a worker thread.
 """
 
-from hermes_tui.hub.catalog import (
-    CATALOG_PATH,
-    ROLES,
-    CatalogModel,
-    default_chat_model,
-    default_compression_model,
-    load_catalog,
-)
-from hermes_tui.hub.downloads import DownloadProgress, download
-from hermes_tui.hub.errors import (
-    CatalogError,
-    DownloadCancelled,
-    HubError,
-    HubUnreachable,
-    NotEnoughSpace,
-)
-from hermes_tui.hub.hf import hf_cache_dir, hub_endpoint
-from hermes_tui.hub.local import (
-    LocalModel,
-    UseResult,
-    delete_model,
-    find_local_model,
-    local_models,
-    use_model,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hermes_tui.hub.catalog import (
+        CATALOG_PATH,
+        ROLES,
+        CatalogModel,
+        default_chat_model,
+        default_compression_model,
+        load_catalog,
+    )
+    from hermes_tui.hub.downloads import DownloadProgress, download
+    from hermes_tui.hub.errors import (
+        CatalogError,
+        DownloadCancelled,
+        HubError,
+        HubUnreachable,
+        NotEnoughSpace,
+    )
+    from hermes_tui.hub.hf import hf_cache_dir, hub_endpoint
+    from hermes_tui.hub.local import (
+        LocalModel,
+        UseResult,
+        delete_model,
+        find_local_model,
+        local_models,
+        use_model,
+    )
+
+# Each name's module, imported on first use: the app's first frame needs the catalog,
+# not the downloads (and the archive libraries under them).
+_MODULE_OF = {
+    **dict.fromkeys(("CATALOG_PATH", "ROLES", "CatalogModel", "default_chat_model", "default_compression_model", "load_catalog"), "catalog"),
+    **dict.fromkeys(("DownloadProgress", "download"), "downloads"),
+    **dict.fromkeys(("CatalogError", "DownloadCancelled", "HubError", "HubUnreachable", "NotEnoughSpace"), "errors"),
+    **dict.fromkeys(("hf_cache_dir", "hub_endpoint"), "hf"),
+    **dict.fromkeys(("LocalModel", "UseResult", "delete_model", "find_local_model", "local_models", "use_model"), "local"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CATALOG_PATH",

@@ -7,7 +7,7 @@ a cancel set by the user waits for the next byte or for the timeout.
 
 ``CallLimits`` is both, a deadline for the whole call and a cancel event. They are
 enforced inside every connect, read and write on the connections of a client made by
-``http_client()``, for the calls made on the thread that entered ``applied()`` and only
+``limited_transport.http_client()``, for the calls made on the thread that entered ``applied()`` and only
 while inside it (a streaming reply's generator enters it around each read, never across
 a ``yield``)::
 
@@ -26,16 +26,10 @@ started. The caller reads ``stopped`` to tell its own limit from a server's fail
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-
-try:  # the HTTP library under the openai SDK: httpx2 (httpcore2) from openai 3 on
-    import httpcore2 as _core
-except ImportError:  # pragma: no cover - an older openai
-    import httpcore as _core
 
 TIMED_OUT = "timeout"
 CANCELLED = "cancelled"
@@ -43,8 +37,22 @@ CANCELLED = "cancelled"
 # How often a read that waits for data looks at the cancel event.
 CANCEL_POLL_S = 0.1
 
-log = logging.getLogger(__name__)
 _current = threading.local()
+
+
+def http_core() -> Any:
+    """The HTTP library under the openai SDK: httpx2's httpcore2 from openai 3 on. Imported
+    by the first call, like the SDK: the app's first frame does not wait for it."""
+    try:
+        import httpcore2 as core
+    except ImportError:  # pragma: no cover - an older openai
+        import httpcore as core
+    return core
+
+
+def limits() -> CallLimits | None:
+    """The limits the calling thread is inside (``CallLimits.applied``), if any."""
+    return getattr(_current, "limits", None)
 
 
 class CallLimits:
@@ -69,10 +77,10 @@ class CallLimits:
         """Raise if the call is cancelled or past its deadline."""
         if self.cancel is not None and self.cancel.is_set():
             self.stopped = CANCELLED
-            raise _core.ReadError("the call was cancelled")
+            raise http_core().ReadError("the call was cancelled")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.stopped = TIMED_OUT
-            raise _core.ReadTimeout("the call's deadline passed")
+            raise http_core().ReadTimeout("the call's deadline passed")
 
     def next_wait(self, idle_end: float | None) -> float | None:
         """How long the next slice of a read may block; raises when the read must end.
@@ -81,7 +89,7 @@ class CallLimits:
         self.check()
         now = time.monotonic()
         if idle_end is not None and now >= idle_end:
-            raise _core.ReadTimeout("timed out")  # the server's silence, not these limits
+            raise http_core().ReadTimeout("timed out")  # the server's silence, not these limits
         ends = [t - now for t in (self.deadline, idle_end) if t is not None]
         if self.cancel is not None:
             ends.append(CANCEL_POLL_S)
@@ -99,83 +107,6 @@ class CallLimits:
         """A clamped step timed out: say so when it was the deadline that ended it."""
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.stopped = TIMED_OUT
-
-
-def _limits() -> CallLimits | None:
-    return getattr(_current, "limits", None)
-
-
-class _LimitedStream(_core.NetworkStream):
-    """A connection whose reads and writes obey the calling thread's ``CallLimits``."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        limits = _limits()
-        if limits is None:
-            return self._inner.read(max_bytes, timeout)
-        idle_end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            wait = limits.next_wait(idle_end)  # raises when the read must end
-            # A socket read that times out consumed nothing (TLS too): reading again is safe.
-            with contextlib.suppress(_core.ReadTimeout):
-                return self._inner.read(max_bytes, wait)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        limits = _limits()
-        if limits is None:
-            return self._inner.write(buffer, timeout)
-        try:
-            self._inner.write(buffer, limits.clamp(timeout))
-        except _core.WriteTimeout:
-            limits.note_timeout()
-            raise
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
-        limits = _limits()
-        if limits is not None:
-            timeout = limits.clamp(timeout)
-        try:
-            return _LimitedStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
-        except _core.ConnectTimeout:
-            if limits is not None:
-                limits.note_timeout()
-            raise
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _LimitedBackend(_core.NetworkBackend):
-    """Opens connections as the wrapped backend does, each one a ``_LimitedStream``."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> _LimitedStream:
-        return self._connect(lambda t: self._inner.connect_tcp(host, port, t, local_address, socket_options), timeout)
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> _LimitedStream:
-        return self._connect(lambda t: self._inner.connect_unix_socket(path, t, socket_options), timeout)
-
-    def _connect(self, connect: Any, timeout: float | None) -> _LimitedStream:
-        limits = _limits()
-        if limits is not None:
-            timeout = limits.clamp(timeout)
-        try:
-            return _LimitedStream(connect(timeout))
-        except _core.ConnectTimeout:
-            if limits is not None:
-                limits.note_timeout()
-            raise
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
 
 
 class SdkClient:
@@ -197,26 +128,7 @@ class SdkClient:
             if self._client is None:
                 import openai
 
-                self._client = openai.OpenAI(**self._settings, max_retries=0, http_client=http_client())
+                from hermes_tui.providers.limited_transport import http_client
+
+                self._client = openai.OpenAI(**self._settings, max_retries=0, http_client=http_client(limits))
             return self._client
-
-
-def http_client() -> Any:
-    """The SDK's default HTTP client (its limits, redirects, proxies from the environment),
-    its connections opened through ``_LimitedBackend``."""
-    import openai
-
-    client = openai.DefaultHttpxClient()
-    # httpx takes no network backend: it is set on each connection pool, the direct one
-    # and the proxies' (private attributes, stable across httpx and httpx2 releases).
-    for transport in [client._transport, *client._mounts.values()]:
-        pool = getattr(transport, "_pool", None)
-        backend = getattr(pool, "_network_backend", None)
-        if backend is None:
-            if transport is not None:
-                log.warning("%s has no network backend to wrap: timeouts bound each read, not the call",
-                            type(transport).__name__)
-            continue
-        if not isinstance(backend, _LimitedBackend):
-            pool._network_backend = _LimitedBackend(backend)
-    return client

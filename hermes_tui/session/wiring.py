@@ -13,7 +13,6 @@ from hermes_tui.compaction.micro import PRESSURE_SHARE, PassContext
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig, Config, ConfigError, ConfigProblem
-from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
 
@@ -168,6 +167,8 @@ def import_transcript(store: Store, config: Config, path: Path, *, session: str 
     """Store a transcript file (a message list, or a Hermes session file; ``session`` picks one
     of several) as a new session, all or nothing; its title: the session's own, else the file
     name. Raises TranscriptError for a bad file, StoreError for the database."""
+    from hermes_tui.hermes_sessions import read_transcript_file
+
     loaded = read_transcript_file(path, session=session)
     info = store.create_session(
         loaded.title or Path(path).stem, model=config.model.model or None,

@@ -6,23 +6,49 @@ turns one call into one result; ``approval.decide`` says whether a call may run;
 of kind ``external``.
 """
 
-from .approval import (
-                       Action,
-                       ApprovalRequest,
-                       Decision,
-                       MemoryRuleStore,
-                       Mode,
-                       RepeatTracker,
-                       Rule,
-                       RuleStore,
-                       build_request,
-                       check_command,
-                       decide,
-)
-from .base import Status, Tool, ToolContext, ToolError, ToolKind, ToolResult, ToolStopped, Trust
-from .builtin import builtin_registry, builtin_tools
-from .registry import Call, ToolRegistry
-from .workspace import OutsideAccess, Workspace
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .approval import (
+        Action,
+        ApprovalRequest,
+        Decision,
+        MemoryRuleStore,
+        Mode,
+        RepeatTracker,
+        Rule,
+        RuleStore,
+        build_request,
+        check_command,
+        decide,
+    )
+    from .base import Status, Tool, ToolContext, ToolError, ToolKind, ToolResult, ToolStopped, Trust
+    from .builtin import builtin_registry, builtin_tools
+    from .registry import Call, ToolRegistry
+    from .workspace import OutsideAccess, Workspace
+
+# Each name's module, imported on first use: the app's first frame needs the approval
+# modes, not the built-in tools or the argument validator (jsonschema) behind them.
+_MODULE_OF = {
+    **dict.fromkeys(("Action", "ApprovalRequest", "Decision", "MemoryRuleStore", "Mode", "RepeatTracker",
+                     "Rule", "RuleStore", "build_request", "check_command", "decide"), "approval"),
+    **dict.fromkeys(("Status", "Tool", "ToolContext", "ToolError", "ToolKind", "ToolResult", "ToolStopped",
+                     "Trust"), "base"),
+    **dict.fromkeys(("builtin_registry", "builtin_tools"), "builtin"),
+    **dict.fromkeys(("Call", "ToolRegistry"), "registry"),
+    **dict.fromkeys(("OutsideAccess", "Workspace"), "workspace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Action", "ApprovalRequest", "Call", "Decision", "MemoryRuleStore", "Mode", "OutsideAccess",

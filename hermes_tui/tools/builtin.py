@@ -14,4 +14,5 @@ def builtin_tools() -> list[Tool]:
 
 
 def builtin_registry() -> ToolRegistry:
-    return ToolRegistry(builtin_tools())
+    # Their schemas are checked by tests/tools/test_tools_registry.py, not at every start.
+    return ToolRegistry(builtin_tools(), schemas_checked=True)

@@ -21,9 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import best_match
-
 from .base import Status, Tool, ToolContext, ToolError, ToolResult, ToolStopped
 from .output import cap_text
 
@@ -47,27 +44,42 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, schemas_checked: bool = False) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Any] = {}
         for tool in tools:
-            self.register(tool)
+            self.register(tool, schema_checked=schemas_checked)
 
-    def register(self, tool: Tool) -> None:
-        """Add ``tool``; ``ValueError`` for a bad name, a taken name or an invalid schema."""
+    def register(self, tool: Tool, *, schema_checked: bool = False) -> None:
+        """Add ``tool``; ``ValueError`` for a bad name, a taken name or an invalid schema.
+
+        ``schema_checked``: the schema is the project's own and its tests check it, so it is
+        not checked again here; its validator is then built at the first call."""
         if not _NAME.match(tool.name):
             raise ValueError(f"tool name {tool.name!r}: use 1-64 letters, digits, _ or -")
         if tool.name in self._tools:
             raise ValueError(f"tool name {tool.name!r} is already registered")
-        cls = jsonschema.validators.validator_for(tool.parameters)
-        try:
-            cls.check_schema(tool.parameters)
-        except jsonschema.SchemaError as e:
-            raise ValueError(f"tool {tool.name}: invalid parameters schema: {e.message}") from None
+        if not schema_checked:
+            import jsonschema  # on first use: importing it costs the app's first frame ~30 ms
+
+            cls = jsonschema.validators.validator_for(tool.parameters)
+            try:
+                cls.check_schema(tool.parameters)
+            except jsonschema.SchemaError as e:
+                raise ValueError(f"tool {tool.name}: invalid parameters schema: {e.message}") from None
         if tool.parameters.get("type") != "object":
             raise ValueError(f"tool {tool.name}: parameters must be an object schema")
         self._tools[tool.name] = tool
-        self._validators[tool.name] = cls(tool.parameters)
+        self._validators.pop(tool.name, None)
+
+    def _validator(self, tool: Tool) -> Any:
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            import jsonschema
+
+            validator = jsonschema.validators.validator_for(tool.parameters)(tool.parameters)
+            self._validators[tool.name] = validator
+        return validator
 
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
@@ -110,7 +122,9 @@ class ToolRegistry:
         if not isinstance(parsed, dict):
             return ToolResult.error(f"arguments for {name} must be a JSON object, "
                                     f"not {type(parsed).__name__}")
-        error = best_match(self._validators[name].iter_errors(parsed))
+        from jsonschema.exceptions import best_match
+
+        error = best_match(self._validator(tool).iter_errors(parsed))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             at = f" at '{where}'" if where else ""

@@ -112,6 +112,15 @@ def test_app_with_endpoints_reaches_its_first_frame_without_mlx_lm_or_the_openai
         loaded & {"mlx_lm", "transformers", "openai", "sqlite_utils"})
 
 
+def test_the_first_frame_waits_for_no_tool_validator_http_library_downloads_or_transcript_reader(home):
+    # Each is needed later (a tool call, the first model request, the models screen, `open`).
+    later = {"jsonschema", "httpcore2", "httpcore", "hermes_tui.hub.downloads", "hermes_tui.hermes_sessions",
+             "hermes_tui.providers.limited_transport"}
+    loaded = loaded_modules(home, FIRST_FRAME)
+    assert "hermes_tui.tui.screens.chat" in loaded
+    assert not loaded & later, sorted(loaded & later)
+
+
 def test_the_choices_the_parsers_name_are_the_packages_own():
     """The command line names a few constants itself (importing their packages would load
     compaction, the hub or the store for ``--help``); they must stay what those packages use."""

@@ -18,6 +18,7 @@ from hermes_tui.tools import (
     ToolResult,
     Workspace,
     builtin_registry,
+    builtin_tools,
 )
 
 
@@ -215,3 +216,24 @@ def test_preview_gives_the_diff_or_the_error_to_return_instead_of_asking(ctx, tm
     result = registry.preview(stale, ctx)
     assert isinstance(result, ToolResult) and result.is_error and "not found" in result.content
     assert registry.preview(registry.prepare("read_file", '{"path": "m.py"}'), ctx) is None
+
+
+def test_builtin_schemas_are_valid_json_schemas():
+    # builtin_registry trusts these schemas (it does not check them at every start): this is their check.
+    import jsonschema
+
+    for tool in builtin_tools():
+        jsonschema.validators.validator_for(tool.parameters).check_schema(tool.parameters)
+        assert tool.parameters["type"] == "object"
+
+
+def test_a_bad_schema_is_refused_at_registration_unless_marked_checked():
+    from hermes_tui.tools.files import ReadFile
+
+    class Bad(ReadFile):
+        name = "bad_schema"
+        parameters = {"type": "object", "properties": {"x": {"type": "strin"}}}
+
+    with pytest.raises(ValueError, match="invalid parameters schema"):
+        ToolRegistry([Bad()])
+    assert ToolRegistry([Bad()], schemas_checked=True).get("bad_schema") is not None

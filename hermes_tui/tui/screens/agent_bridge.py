@@ -47,10 +47,40 @@ class StepStarted(UIMessage):
         self.step = step
 
 
+class PendingText:
+    """Reply text the turn's thread has written and the screen has not taken yet.
+
+    Pieces arrive a few ms apart; a message per piece makes the event loop dispatch each one,
+    and on a busy machine keys wait behind them. A message is posted for the first piece
+    only: the pieces that follow before the screen handles it go with it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pieces: list[str] = []
+
+    def add(self, piece: str) -> bool:
+        """Keep ``piece``; True when no message is on its way for the text kept."""
+        with self._lock:
+            self._pieces.append(piece)
+            return len(self._pieces) == 1
+
+    def take(self) -> str:
+        with self._lock:
+            text = "".join(self._pieces)
+            self._pieces.clear()
+        return text
+
+
 class ReplyDelta(UIMessage):
-    def __init__(self, text: str):
+    """Text of the reply being written: ``text``, then what ``pending`` holds when taken."""
+
+    def __init__(self, text: str = "", pending: PendingText | None = None):
         super().__init__()
         self.text = text
+        self.pending = pending
+
+    def take(self) -> str:
+        return self.text + (self.pending.take() if self.pending is not None else "")
 
 
 class CallDelta(UIMessage):
@@ -107,16 +137,25 @@ class PassLanded(UIMessage):
 
 
 class ScreenListener(AgentListener):
-    """The turn's hooks (its thread) as messages to the screen (its event loop)."""
+    """The turn's hooks (its thread) as messages to the screen (its event loop).
+
+    Text pieces in a row share one ``ReplyDelta`` (see ``PendingText``); any other message
+    starts a new run, so text never goes ahead of what was posted after it."""
 
     def __init__(self, post: Callable[[UIMessage], Any]) -> None:
-        self.post = post
+        self._post = post
+        self._text = PendingText()
+
+    def post(self, message: UIMessage) -> None:
+        self._text = PendingText()  # the text after this message waits for a ReplyDelta of its own
+        self._post(message)
 
     def step_started(self, step: int) -> None:
         self.post(StepStarted(step))
 
     def text(self, piece: str) -> None:
-        self.post(ReplyDelta(piece))
+        if self._text.add(piece):
+            self._post(ReplyDelta(pending=self._text))
 
     def tool_delta(self, event: Any) -> None:
         self.post(CallDelta(event.index, event.name, event.arguments or ""))

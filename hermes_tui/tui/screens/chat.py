@@ -302,8 +302,9 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         if not self._got_text:
             self._got_text = True
             self.refresh_status()
-        if self._reply_view is not None:
-            await self._reply_view.write(event.text)
+        text = event.take()
+        if self._reply_view is not None and text:
+            await self._reply_view.write(text)
 
     @on(CallDelta)
     async def _call_delta(self, event: CallDelta) -> None:

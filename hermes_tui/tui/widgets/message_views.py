@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.markup import escape
 from textual.message import Message as UIMessage
+from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Label, Markdown, Static
 
 from hermes_tui.content_parts import attachments
@@ -66,7 +67,18 @@ class UserMessage(MessageView):
 
 
 
-class ToolCallView(Collapsible):
+class Folded(Collapsible):
+    """A ``Collapsible`` that starts with its ``-collapsed`` class already set. Textual sets
+    it at mount, which styles the row and all it holds a second time: most of the cost of
+    mounting the rows of a resumed session's first screen."""
+
+    def __init__(self, *children: Widget, **kwargs: Any) -> None:
+        super().__init__(*children, **kwargs)
+        if self.collapsed:
+            self.add_class("-collapsed", update=False)  # not mounted yet: styled once, at mount
+
+
+class ToolCallView(Folded):
     """One tool call: name and short arguments; the full arguments when opened.
 
     Live, during an agent turn, the row follows the call: its name and arguments as they
@@ -312,7 +324,7 @@ class ToolResultMessage(MessageView):
         if tool.get("status") not in (None, "ok") or tool.get("exit_code") not in (None, 0):
             more += "  " + outcome_text(str(tool["status"]), tool.get("exit_code"), int(tool.get("bytes") or 0),
                                         tool.get("duration_ms"))
-        yield Collapsible(
+        yield Folded(
             Static(self.message.content, markup=False, classes="detail"),
             title=f"↳ {escape(name)}: {escape(head)}{more}",
             classes="tool-result",
@@ -325,7 +337,7 @@ class SystemMessage(MessageView):
 
     def compose(self) -> ComposeResult:
         assert self.message is not None
-        yield Collapsible(
+        yield Folded(
             Static(self.message.content, markup=False, classes="detail"),
             title=f"system prompt: {escape(one_line(first_line(self.message.content)))}",
         )
@@ -353,7 +365,7 @@ class MarkerMessage(MessageView):
         if meta.get("tokens_saved_total"):
             facts.append(f"{meta['tokens_saved_total']:,} tokens saved")
         title = "context compacted" + (f" · {' · '.join(facts)}" if facts else "")
-        with Collapsible(title=title, classes="marker-row"):
+        with Folded(title=title, classes="marker-row"):
             yield Markdown(str(meta.get("summary", "")) or "_(empty summary)_", classes="summary")
             yield Button("Show archived originals", id="show-archived", compact=True)
             yield Vertical(classes="archived")
