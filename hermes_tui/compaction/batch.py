@@ -102,6 +102,10 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
             **floor_meta(floor),
         },
     )
+    if count_message(ctx.counter, marker) >= count_messages(ctx.counter, [messages[i] for i, _ in removed]):
+        # Batch runs because the window is full: a splice that does not shrink it (a few
+        # short user messages folded into a marker and its quotes) only spends the cache.
+        return PassResult(BATCH, BATCH_FAILED, state, failure=checks.GROWN, stats=_timed(stats, started))
     splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
     index = splice.marker_index
     # A batch resets the micro state: the rolling summary is now the batch summary.

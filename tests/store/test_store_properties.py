@@ -28,9 +28,10 @@ from helpers import (
     results,
     words,
 )
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.store import Store
@@ -114,6 +115,12 @@ class FlakyStore:
     defrag_threshold=st.sampled_from([8, 40, 2000]),
     protect_first_n=st.integers(min_value=0, max_value=3),
 )
+# The window full of a tool result in the tail: batch must not fold the one short user
+# message before it into a marker larger than that message.
+@example(
+    turns=[("0", []), ("0", [(2, 263, False)])], outcomes=["valid"], store_failures=[],
+    limit=1500, defrag_threshold=8, protect_first_n=0,
+)
 def test_export_all_is_the_input_plus_markers_in_order(
     turns, outcomes, store_failures, limit, defrag_threshold, protect_first_n
 ):
@@ -138,6 +145,8 @@ def test_export_all_is_the_input_plus_markers_in_order(
                 published += report.outcome in ("absorbed", "defrag", "compressed")
                 event(f"{report.kind}:{report.outcome}")
                 store_failed += report.outcome == "store_failed"
+                if report.outcome == "compressed":  # batch runs because the window is full
+                    assert report.fields["tokens_after"] < report.fields["tokens_before"], report.fields
         assert store_failed == persist.raised
 
         everything = session_messages(store, sid, include_archived=True)
@@ -168,6 +177,15 @@ def test_export_all_is_the_input_plus_markers_in_order(
     assert [m.id for m in everything if not m.meta.get("archived")] == [m.id for m in conv.messages]
     assert all((m.id in live) != bool(m.meta.get("archived")) for m in everything)
     assert [m.id for m in loaded] == [m.id for m in conv.messages]
-    assert [m.content for m in conv.messages if m.role == "user"] == [m.content for m in inputs if m.role == "user"]
+    # User messages stay verbatim except those the floor folded (issue 15): those are archived,
+    # and the newest of them are quoted word for word (redacted) in the live marker.
+    folded = [m for m in everything if m.role == "user" and m.meta.get("archived")]
+    folded_ids = {m.id for m in folded}
+    expected_users = [(m.id, m.content) for m in inputs if m.role == "user" and m.id not in folded_ids]
+    assert [(m.id, m.content) for m in conv.messages if m.role == "user"] == expected_users
+    live_markers = [m for m in conv.messages if m.is_marker]
+    quotes = [tuple(q) for q in live_markers[-1].meta.get("user_quotes", [])] if live_markers else []
+    originals = [(m.id, redact(m.content)) for m in folded]
+    assert quotes == originals[len(originals) - len(quotes):]
     assert sum(m.is_marker for m in conv.messages) <= 1
     assert_tools_paired(conv.messages)
