@@ -300,11 +300,21 @@ def deep_arguments(tmp_path) -> Path:
 
 
 def test_deep_tool_arguments_do_not_fail_a_pass(hermes_home, deep_arguments, tmp_path):
-    proc = run_cli("compact", str(deep_arguments), "--provider", "extractive", "--context-limit", "4096", cwd=tmp_path)
+    # A window the session fits in once passes run: at 4,096 tokens the 3,000-token call, kept
+    # in the tail with its result, leaves nothing for the batch backstop to absorb for a turn,
+    # and that attempt is (rightly) listed as a failure. A pass after every exchange, as here
+    # before the watermark policy became the default.
+    proc = run_cli(
+        "compact", str(deep_arguments), "--provider", "extractive", "--context-limit", "6144",
+        "--policy", "per_exchange", cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "RecursionError" not in proc.stderr and "failures:" not in proc.stderr, proc.stderr
     out = json.loads(proc.stdout)
     assert any((m.get("meta") or {}).get("compaction") for m in out)
+    # The deep call itself was absorbed by a pass, not left verbatim.
+    deep = "[" * 3000
+    assert not any(deep in json.dumps(m.get("tool_calls") or []) for m in out), "the deep call was never absorbed"
 
 
 @pytest.mark.anyio
