@@ -81,7 +81,9 @@ def bar_chart(
     if len(values) == 1:
         lines.append(f"{'':>{pad}}  1 {what.removesuffix('s')}")
     else:
-        lines.append(f"{'':>{pad}}  1{len(values):>{max(1, len(columns) - 1)}} {what}")
+        # At least one space after the "1", so two requests never read as "12".
+        last = max(len(str(len(values))) + 1, len(columns) - 1)
+        lines.append(f"{'':>{pad}}  1{len(values):>{last}} {what}")
     return lines
 
 

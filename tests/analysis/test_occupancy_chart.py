@@ -29,6 +29,11 @@ def test_sparkline_and_empty_input():
     assert bar_chart([40], high_mark=100, height=2)[-1] == "      1 request"
 
 
+def test_the_x_axis_numbers_never_run_together():
+    # Two columns leave no room between "1" and "2": a space still parts them (not "12 requests").
+    assert bar_chart([40, 60], high_mark=100, height=2)[-1] == "      1 2 requests"
+
+
 def test_usage_chart_in_percent_of_the_threshold_or_tokens_while_unresolved():
     chart = usage_chart([500, 1500], 1000).splitlines()
     assert chart[0] == "occupancy per request (% of the threshold; peak 150.0%)"

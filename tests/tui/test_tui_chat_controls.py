@@ -116,6 +116,9 @@ def footer_keys(screen: ChatScreen) -> list[str]:
 
 @app_test
 async def test_the_footer_shows_escape_only_while_a_reply_is_written(config, store):
+    # A stopped reply can run to hundreds of tokens on a loaded machine: the window must hold
+    # it, the next message and a reply budget, or the guard refuses the second request.
+    config = config.with_overrides({"model.context_length": 8192})
     app = HermesApp(config, store, reply_tokens=LONG)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
@@ -223,7 +226,8 @@ async def test_model_without_a_name_picks_from_local_and_endpoint_models(
 ):
     (hermes_home / "models").mkdir()
     (hermes_home / "models" / "tiny-q4").symlink_to(tiny_model.q4, target_is_directory=True)
-    config = config.with_overrides({"model.base_url": mlx_server.base_url})
+    # An endpoint takes the tool definitions (over 2,000 tokens): the window must hold them.
+    config = config.with_overrides({"model.base_url": mlx_server.base_url, "model.context_length": 8192})
     path = write_config(hermes_home, config)
     app = app_for(config, store, config_path=path)
     async with app.run_test(size=SIZE) as pilot:
