@@ -174,7 +174,7 @@ def serve(script_path: Path, requests_path: Path) -> None:
                 self.end_headers()
                 self.wfile.write(payload.encode())
                 return
-            if not json.loads(body).get("stream", False):
+            if not body.get("stream", False):
                 time.sleep(reply.get("delay", 0))
                 payload = json.dumps({
                     "id": "scripted", "object": "chat.completion", "created": 0, "model": MODEL_ID,
