@@ -19,6 +19,7 @@ from pathlib import Path
 from support.chat_app import app_test, settle, type_and_send
 from support.servers import stop_server
 
+from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
@@ -134,7 +135,11 @@ def _drive_app(config: Config, tmp_path: Path, user_texts: list[str]) -> list[st
 @app_test
 async def _run_app(config: Config, tmp_path: Path, user_texts: list[str]) -> None:
     with Store(tmp_path / "app.db") as store:
-        app = HermesApp(config, store, reply_tokens=64)
+        # A chat model without tools, as compact's replay has none: the requests then hold the
+        # conversation alone (tool definitions would not fit this 2,048-token window).
+        chat = OpenAIChatClient(config.model.base_url, config.model.model)
+        chat.supports_tools = False
+        app = HermesApp(config, store, chat=chat, reply_tokens=64)
         async with app.run_test(size=(100, 30)) as pilot:
             screen = app.screen
             assert isinstance(screen, ChatScreen)

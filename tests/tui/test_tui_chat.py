@@ -260,6 +260,8 @@ async def test_a_failed_reply_shows_the_problem_and_keeps_the_message(config, st
     from hermes_tui.chat.openai_chat import OpenAIChatClient
 
     chat = OpenAIChatClient("http://127.0.0.1:9/v1", "m", timeout=2)  # nothing listens on port 9
+    # An endpoint takes the tool definitions (over 2,000 tokens): the window must hold them.
+    config = config.with_overrides({"model.context_length": 8192})
     app = app_for(config, store, chat=chat)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
