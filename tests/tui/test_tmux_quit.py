@@ -135,6 +135,7 @@ def test_quit_while_a_pass_waits_for_a_slow_summarizer(tmux, tmp_path, servers, 
     summarizer = servers.start([{"text": ["A summary."], "delay": 120}])
     home = _home(tmp_path, chat.base_url, compression=(
         f"    provider: openai-api\n    model: scripted\n    base_url: {summarizer.base_url}\n"),
+        extra="compression:\n  policy: per_exchange\n",  # a pass after the exchange, not at a watermark
         window=16_384)  # ~3,200 seeded tokens: more than the verbatim tail, under the threshold
     with Store(home / "state.db") as store:
         seeded = [Message(role="user" if i % 2 == 0 else "assistant", content=f"seeded message {i} " * 20)
