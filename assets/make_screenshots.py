@@ -36,6 +36,8 @@ model:
   base_url: http://127.0.0.1:9/v1
   model: qwen2.5-coder-7b-instruct
   context_length: 12288
+compression:
+  policy: per_exchange  # a pass after the first exchanges, so the chat shows its marker
 auxiliary:
   compression:
     provider: extractive
