@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.servers import stop_server as _stop
+from support.scripted import ScriptedServers
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -31,7 +31,6 @@ from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / "tests" / "support" / "scripted_openai_server.py"
 CLI_TIMEOUT_S = 120
 WAIT_S = 60
 
@@ -39,38 +38,11 @@ WAIT_S = 60
 # --- the scripted endpoint -------------------------------------------------------------
 
 
-class Scripted:
-    def __init__(self, process: subprocess.Popen, base_url: str, requests_path: Path):
-        self.process = process
-        self.base_url = base_url
-        self.requests_path = requests_path
-
-    def requests(self) -> list[dict]:
-        if not self.requests_path.exists():
-            return []
-        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
-
-
 @pytest.fixture
 def scripted(tmp_path):
-    processes: list[subprocess.Popen] = []
-
-    def start(script: list[dict]) -> Scripted:
-        script_path = tmp_path / f"script{len(processes)}.json"
-        requests_path = tmp_path / f"requests{len(processes)}.jsonl"
-        script_path.write_text(json.dumps(script))
-        process = subprocess.Popen(
-            [sys.executable, str(SERVER), str(script_path), str(requests_path)],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
-        processes.append(process)
-        line = process.stdout.readline()
-        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
-        return Scripted(process, f"http://127.0.0.1:{int(line.split()[1])}/v1", requests_path)
-
-    yield start
-    for process in processes:
-        _stop(process)
+    servers = ScriptedServers(tmp_path)
+    yield servers.start
+    servers.stop()
 
 
 def call(name: str, call_id: str, **arguments: Any) -> dict:
