@@ -271,6 +271,10 @@ async def test_first_run_open_models_leads_to_a_working_chat(tiny_model, hermes_
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), "the first-run screen")
         index = [action for _, action in app.screen.actions].index("models")
+        # The setup offers above it (servers found on this machine's usual ports, models on
+        # disk) may push the button below the fold: scroll to it first, as a user would.
+        app.screen.query_one(f"#action-{index}").scroll_visible(animate=False, immediate=True)
+        await pilot.pause()
         await pilot.click(f"#action-{index}")
         await until(pilot, lambda: isinstance(app.screen, ModelsScreen), "the models screen")
         await import_folder(pilot, tiny_model.q4, "first-model")
