@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,9 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
+from support.mcp_app import start_http_mcp
 from support.servers import free_port
+from support.servers import stop_server as _stop
 
 from hermes_tui import paths
 from hermes_tui.config import McpServerConfig
@@ -74,24 +75,9 @@ def managers():
 
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory):
-    port = free_port()
-    log = (tmp_path_factory.mktemp("mcp-http") / "server.log").open("w")
-    process = subprocess.Popen([sys.executable, SERVER, "http", str(port)], stdout=log, stderr=log,
-                               stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the HTTP MCP server did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(10)
-    log.close()
+    process, url = start_http_mcp(tmp_path_factory.mktemp("mcp-http") / "server.log")
+    yield url
+    _stop(process)
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from support.servers import free_port
+from support.mcp_app import start_http_mcp
 from support.servers import stop_server as _stop
 
 from hermes_tui.config import McpServerConfig
@@ -32,23 +30,9 @@ def children() -> set[int]:
 
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory):
-    port = free_port()
-    log = (tmp_path_factory.mktemp("mcp-http") / "server.log").open("w")
-    process = subprocess.Popen([sys.executable, SERVER, "http", str(port)], stdout=log, stderr=log,
-                               stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the HTTP MCP server did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
+    process, url = start_http_mcp(tmp_path_factory.mktemp("mcp-http") / "server.log")
+    yield url
     _stop(process)
-    log.close()
 
 
 @pytest.fixture
