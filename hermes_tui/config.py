@@ -29,6 +29,7 @@ from hermes_tui.config_problems import (
 from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = [
+    "COMPRESSION_DEFAULTS",
     "FALLBACK_CONTEXT_LIMIT",
     "AgentConfig",
     "AuxiliaryCompressionConfig",
@@ -426,3 +427,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     except InputError:
         value = raw  # not YAML: keep the text; validation will say if text is wrong here
     return key, value
+
+
+# The schema's compression defaults as one object: the engine's own settings take theirs from it.
+COMPRESSION_DEFAULTS = CompressionConfig()

@@ -42,7 +42,8 @@ from hermes_tui.compaction.state import (
 from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
-from hermes_tui.config import AuxiliaryCompressionConfig, CompressionConfig
+from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
+from hermes_tui.config import AuxiliaryCompressionConfig
 from hermes_tui.conversation import Splice
 from hermes_tui.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.transcript import MICRO, Message, exchange_end, make_marker
@@ -56,7 +57,6 @@ FACTS_BUDGET_SHARE = 0.15
 # Share of the compaction threshold past which a backlog of waiting exchanges is
 # folded in one defrag rather than one exchange per turn.
 PRESSURE_SHARE = 0.75
-_DEFAULTS = CompressionConfig()
 
 
 @dataclass(frozen=True)

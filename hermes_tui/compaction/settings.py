@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hermes_tui.config import CompressionConfig
-
-_DEFAULTS = CompressionConfig()  # the schema's defaults, the only ones
+from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
 
 
 @dataclass

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, CompressionConfig
+from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
+from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
 from hermes_tui.tokens import TokenCounter, count_message
 from hermes_tui.transcript import Message, group_end, group_start
-
-_DEFAULTS = CompressionConfig()  # the schema's defaults, the only ones
 
 
 @dataclass
