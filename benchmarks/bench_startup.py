@@ -84,26 +84,9 @@ raise SystemExit(main())
 
 def long_session_messages(count: int) -> list:
     """``count`` messages: the demo session's (after its system prompt) over and over."""
-    from hermes_tui.transcript import parse_transcript
+    from ui_latency_replies import long_session  # the latency benchmark's own long session
 
-    raw = json.loads(DEMO_SESSION.read_text(encoding="utf-8"))
-    system, body = raw[0], raw[1:]
-    out = [system]
-    copy = 0
-    while len(out) < count:
-        for message in body:
-            message = json.loads(json.dumps(message))
-            for call in message.get("tool_calls") or []:
-                call["id"] = f"{call['id']}_{copy}"
-            if message.get("tool_call_id"):
-                message["tool_call_id"] = f"{message['tool_call_id']}_{copy}"
-            out.append(message)
-        copy += 1
-    # End after a whole exchange: drop trailing tool results without their call, if any.
-    out = out[:count]
-    while out[-1]["role"] == "tool" or out[-1].get("tool_calls"):
-        out.pop()
-    return parse_transcript(json.dumps(out))
+    return long_session(count)
 
 
 def make_home(home: Path) -> str:
