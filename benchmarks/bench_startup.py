@@ -39,7 +39,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"
 LONG_SESSION_MESSAGES = 2_000
 HELP_GOAL, FRAME_GOAL = 1.5, 2.0
 
