@@ -11,6 +11,7 @@ from hermes_tui import paths
 from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.logs import setup_logging
 from hermes_tui.store import Store
+from hermes_tui.tui.heap import hold_collections, release_collections
 
 if TYPE_CHECKING:
     from hermes_tui.config import Config
@@ -19,6 +20,14 @@ if TYPE_CHECKING:
 def run_app(args: argparse.Namespace) -> int:
     """The chat app: a new session, a resumed one (``--resume [ID]``) or an imported transcript
     (``open``). What can be checked before the screen takes over is, with a one-line error."""
+    hold_collections()  # until the first screen is up (see tui.heap)
+    try:
+        return _run_app(args)
+    finally:
+        release_collections()
+
+
+def _run_app(args: argparse.Namespace) -> int:
     config = config_from(args)
     transcript = getattr(args, "transcript", None)
     import_session = getattr(args, "session", None)

@@ -14,8 +14,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pathspec
-
 from .base import Tool, ToolContext, ToolError, ToolKind, ToolResult
 from .ignore import IgnoreRules, entry_is_dir, list_entries, walk_files
 
@@ -171,6 +169,8 @@ class Glob(Tool):
             raise ToolError(f"{given}: not a directory")
         pattern = arguments["pattern"].removeprefix("./")
         try:
+            import pathspec  # on first use: ~7 ms the app's start-up need not pay
+
             spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         except Exception as e:  # noqa: BLE001 - pathspec raises several kinds for a bad pattern
             raise ToolError(f"invalid pattern {pattern!r}: {e}") from None

@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
+
 
 SKIP_DIRS = frozenset({".git"})
 
@@ -35,6 +38,8 @@ class IgnoreRules:
                     lines += source.read_text(encoding="utf-8", errors="replace").splitlines()
                 except OSError:
                     pass
+            import pathspec  # on first use: ~7 ms the app's start-up need not pay
+
             self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
         return self._specs[directory]
 

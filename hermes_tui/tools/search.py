@@ -21,13 +21,14 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from .base import Tool, ToolContext, ToolError, ToolKind, ToolResult
 from .files import BINARY_SNIFF_BYTES
 from .ignore import IgnoreRules, walk_files
+
+if TYPE_CHECKING:
+    import pathspec
 
 DEFAULT_MAX_MATCHES = 100
 MAX_MATCH_CHARS = 300
@@ -154,6 +155,8 @@ class Grep(Tool):
                 regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
             except re.error as e:
                 raise ToolError(f"invalid pattern: {e}") from None
+            import pathspec  # on first use: ~7 ms the app's start-up need not pay
+
             include = pathspec.GitIgnoreSpec.from_lines([glob]) if glob else None
             matches = _python_matches(base, root, regex, include, context)
         lines: list[str] = []

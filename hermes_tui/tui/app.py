@@ -41,11 +41,12 @@ from hermes_tui.store import Store, StoreError
 from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
+from hermes_tui.tui.heap import HOLD_LIMIT_S, settle_heap
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
 from hermes_tui.tui.quitting import stop_work
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.screens.first_run import RELOAD, FirstRunScreen, Setup
+from hermes_tui.tui.widgets.message_views import warm_markdown
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
@@ -111,6 +112,8 @@ class HermesApp(McpHost, App):
         self._start_mcp()
         self.set_interval(MCP_REFRESH_S, self._show_mcp)
         self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
+        self.set_timer(HOLD_LIMIT_S, settle_heap)  # the chat screen settles it sooner
+        self.call_after_refresh(warm_markdown)
         if self._import_path is None:
             self._start(self._start_session_id)
             return
@@ -121,6 +124,9 @@ class HermesApp(McpHost, App):
             # nothing (not even an empty new chat) unless the user asks for one.
             log.warning("cannot import %s: %s", self._import_path, exc)
             self._import_error = exc
+            # Imported here, not at start-up: most starts never show it.
+            from hermes_tui.tui.screens.first_run import FirstRunScreen
+
             screen = FirstRunScreen(
                 f"Cannot open the transcript: {exc}",
                 f"Fix the file and open it again (hermes-tui open {self._import_path}), or start a new chat.",
@@ -181,11 +187,15 @@ class HermesApp(McpHost, App):
     def _show_problems(self) -> None:
         if self._problems:
             problem = self._problems[0]
+            from hermes_tui.tui.screens.first_run import FirstRunScreen, Setup
+
             # No usable chat model: the screen also offers the ways to one on this machine.
             setup = Setup(self.config_path, self.config, self.server_ports) if isinstance(problem, ProviderError) else None
             self.push_screen(FirstRunScreen.for_error(problem, setup), self._first_run_action)
 
     def _first_run_action(self, action: str | None) -> None:
+        from hermes_tui.tui.screens.first_run import RELOAD
+
         if action == "settings":
             self.open_tool_screen("settings")
         elif action == "models":

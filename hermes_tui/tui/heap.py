@@ -19,6 +19,13 @@ collection frees what sits in cycles while MLX is still alive.
 
 Measured with ``benchmarks/bench_ui_latency.py`` (demo session): full collections
 during the run took ~107-119 ms before, 10-16 ms after.
+
+Until then the collector is held off altogether (``hold_collections``, from the start of
+the app's command): start-up makes some 200,000 objects that all stay, and the collections
+their numbers set off find nothing to free while they cost 35-90 ms of the time to the
+first frame (``benchmarks/bench_startup.py``). ``settle_heap`` turns it back on; the app
+calls it after its first screen is up and, whatever screen that is, within
+``HOLD_LIMIT_S`` of mounting.
 """
 
 from __future__ import annotations
@@ -31,7 +38,26 @@ from hermes_tui.logs import get_logger
 
 log = get_logger("tui")
 
+HOLD_LIMIT_S = 2.0  # the collector is back on this long after the app mounts at the latest
+
 _settled = False
+_held = False
+
+
+def hold_collections() -> None:
+    """No automatic collections until ``settle_heap`` (or ``release_collections``)."""
+    global _held
+    if not _settled and gc.isenabled():
+        gc.disable()
+        _held = True
+
+
+def release_collections() -> None:
+    """The collector as it was before ``hold_collections``."""
+    global _held
+    if _held:
+        _held = False
+        gc.enable()
 
 
 def settle_heap() -> None:
@@ -44,5 +70,6 @@ def settle_heap() -> None:
     gc.collect()
     gc.freeze()
     atexit.register(gc.unfreeze)
+    release_collections()
     log.debug("heap settled: %d objects frozen in %.0f ms", gc.get_freeze_count(),
               (time.perf_counter() - started) * 1000)

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.markup import escape
 from textual.message import Message as UIMessage
 from textual.widget import Widget
-from textual.widgets import Button, Collapsible, Label, Markdown, Static
+from textual.widgets import Button, Collapsible, Label, Static
 
 from hermes_tui.content_parts import attachments
 from hermes_tui.transcript import Message
-from hermes_tui.tui.widgets.streaming_markdown import StreamingMarkdown
 from hermes_tui.tui.widgets.text import (
     attachment_label,
     body_text,
@@ -26,7 +26,34 @@ from hermes_tui.tui.widgets.text import (
     short_args,
 )
 
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+
+    from hermes_tui.tui.widgets.streaming_markdown import StreamingMarkdown
+
 STREAM_INTERVAL = 0.05  # s: a streaming reply is laid out at most 20 times a second
+
+
+
+# Textual's Markdown (markdown-it and Pygments under it) is imported where a view first needs
+# it: ~25 ms of start-up a new chat's first frame does without. ``warm_markdown`` imports it
+# on a thread right after that frame, so the first reply does not wait for it either.
+def markdown_widget() -> type[Markdown]:
+    from textual.widgets import Markdown
+
+    return Markdown
+
+
+def streaming_markdown_widget() -> type[StreamingMarkdown]:
+    from hermes_tui.tui.widgets.streaming_markdown import StreamingMarkdown
+
+    return StreamingMarkdown
+
+
+def warm_markdown() -> threading.Thread:
+    thread = threading.Thread(target=streaming_markdown_widget, name="warm-markdown", daemon=True)
+    thread.start()
+    return thread
 
 
 
@@ -187,9 +214,9 @@ class AssistantMessage(MessageView):
     def compose(self) -> ComposeResult:
         content = body_text(self.message) if self.message is not None else ""
         if self.message is None:  # a reply about to stream in
-            yield StreamingMarkdown(content, classes="body")
+            yield streaming_markdown_widget()(content, classes="body")
         elif content:
-            yield Markdown(content, classes="body")
+            yield markdown_widget()(content, classes="body")
         yield from attachment_rows(self.message)
         for call in (self.message.tool_calls if self.message is not None else None) or []:
             yield ToolCallView(call)
@@ -199,7 +226,7 @@ class AssistantMessage(MessageView):
     # --- streaming ----------------------------------------------------------------------
     async def write(self, text: str) -> None:
         if self._stream is None:
-            self._stream = ThrottledMarkdownStream(self.query_one(Markdown))
+            self._stream = ThrottledMarkdownStream(self.query_one(markdown_widget()))
         self._stream.write(text)
 
     async def finish(self, message: Message | None) -> None:
@@ -207,11 +234,11 @@ class AssistantMessage(MessageView):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        for markdown in self.query(StreamingMarkdown):
+        for markdown in self.query(streaming_markdown_widget()):
             markdown.finish()
         if message is not None:
             self.message = message
-            markdown = self.query_one(Markdown)
+            markdown = self.query_one(markdown_widget())
             if markdown.source != message.content:
                 await markdown.update(message.content)
             await self._settle_calls(message.tool_calls or [])
@@ -366,7 +393,7 @@ class MarkerMessage(MessageView):
             facts.append(f"{meta['tokens_saved_total']:,} tokens saved")
         title = "context compacted" + (f" · {' · '.join(facts)}" if facts else "")
         with Folded(title=title, classes="marker-row"):
-            yield Markdown(str(meta.get("summary", "")) or "_(empty summary)_", classes="summary")
+            yield markdown_widget()(str(meta.get("summary", "")) or "_(empty summary)_", classes="summary")
             yield Button("Show archived originals", id="show-archived", compact=True)
             yield Vertical(classes="archived")
 
@@ -404,7 +431,7 @@ class InfoNote(MessageView):
         if self.note_title:
             yield Label(self.note_title, classes="note-title", markup=False)
         if self.markdown:
-            yield Markdown(self.text, classes="body")
+            yield markdown_widget()(self.text, classes="body")
         else:
             yield Static(self.text, classes="body", markup=False)
 

@@ -81,6 +81,36 @@ def weight(message: Message) -> int:
 
 
 
+def lines_at_least(message: Message) -> int:
+    """The fewest screen lines the view of ``message`` can take at any width: a collapsed row
+    one, a user's message a line per line it has, a reply a line per block (a paragraph, a
+    list item, a line of code) and per call. Never more than it takes, so views whose sum
+    reaches the screen's height do fill it."""
+    if message.is_marker or message.role in ("tool", "system"):
+        return 1
+    rows = len(attachments(message.parts)) if message.parts is not None else 0
+    body = body_text(message)
+    if message.role == "user":
+        return rows + max(1, len(body.splitlines()))
+    return rows + len(message.tool_calls or []) + (_blocks_at_least(body) if body else 0)
+
+
+
+def _blocks_at_least(text: str) -> int:
+    blocks, fence, previous_blank = 0, False, True
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+        elif fence:
+            blocks += 1  # a line of code is a line on screen
+        elif stripped:
+            blocks += previous_blank or bool(_LIST_ITEM.match(stripped.lstrip("> ")))
+        previous_blank = not stripped
+    return max(1, blocks)
+
+
+
 def weight_of(item: Message | WaitingNote | Widget) -> int:
     """``weight`` of a message, a waiting note or a view with no message (an ``InfoNote``, a
     reply being written)."""
@@ -195,7 +225,7 @@ class MessageList(VerticalScroll):
         before = len(self.waiting)
         window = self.fit(messages)
         rows = self.app.size.height
-        first = min(window, self.fit(messages, window=max(MIN_VIEWS, rows // 2), budget=2 * rows))
+        first = min(window, self._filling(messages, rows))
         self._loading = True  # emptying the list scrolls it to the top: not a request for more
         try:
             await self.remove_children()
@@ -247,6 +277,18 @@ class MessageList(VerticalScroll):
             total += weight_of(item)
             if count >= window or (count >= MIN_VIEWS and total > budget):
                 break
+            count += 1
+        return count
+
+    @staticmethod
+    def _filling(messages: list[Message], rows: int) -> int:
+        """How many of the newest ``messages`` surely fill ``rows`` lines: all the first frame
+        needs (views above the screen are mounted after it)."""
+        lines = count = 0
+        for message in reversed(messages):
+            if lines >= rows:
+                break
+            lines += lines_at_least(message)
             count += 1
         return count
 

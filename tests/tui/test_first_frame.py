@@ -1,0 +1,199 @@
+"""The app's first frame: what it mounts and what it holds off until that frame is shown.
+
+A resumed session's first frame gets views for the newest messages that surely fill the
+screen (``lines_at_least``), the rest of the window right after it; the garbage collector
+waits for the first screen (``tui.heap``). The real app under ``App.run_test`` and its own
+stylesheet; the figures these buy are ``benchmarks/bench_startup.py``'s.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import pytest
+from support.chat_app import app_for, app_test, make_config, until, views
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+
+from hermes_tui.session.wiring import open_session
+from hermes_tui.store import Store
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.transcript import Message, make_marker, parse_transcript
+from hermes_tui.tui import app as app_module
+from hermes_tui.tui import heap
+from hermes_tui.tui.app import HermesApp
+from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.tui.widgets.message_views import view_for
+from hermes_tui.tui.widgets.messages import lines_at_least
+
+SIZE = (100, 30)
+APP_CSS = Path(app_module.__file__).parent / "app.tcss"  # a subclass would look beside itself
+DEMO = Path(app_module.__file__).resolve().parents[1] / "assets" / "demo_session.json"
+
+
+def _call(cid: str, command: str) -> dict:
+    return {"id": cid, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+
+
+def shapes() -> list[Message]:
+    """Messages of every shape a view has: the demo session's, and edge cases of text."""
+    demo = parse_transcript(DEMO.read_text(encoding="utf-8"))
+    return [*demo, *[
+        Message("user", "one\n\n\nfour after two blank lines\n" + "x" * 400),
+        Message("user", ""),
+        Message("assistant", "- a\n- b\n  continued\n\n1. one\n2. two\n\n> quoted\n> still quoted"),
+        Message("assistant", "```python\nline 1\n\nline 3\n```\nafter the fence\n\n# Heading\ntext"),
+        Message("assistant", "", tool_calls=[_call("a", "ls"), _call("b", "pwd")]),
+        Message("assistant", "| a | b |\n|---|---|\n| 1 | 2 |"),
+        Message("tool", "out\n" * 50, tool_call_id="a", name="bash"),
+        make_marker("micro", "the rolling summary\n\nwith two paragraphs", covers=["m1", "m2"]),
+    ]]
+
+
+class Views(App):
+    """One view per message in a scrolling column, styled as the app styles them."""
+
+    CSS_PATH = APP_CSS
+
+    def __init__(self, messages: list[Message]):
+        super().__init__()
+        self.messages = messages
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield from (view_for(m) for m in self.messages)
+
+
+@pytest.mark.parametrize("width", [100, 40])
+@app_test
+async def test_no_view_is_shorter_than_lines_at_least_says(width):
+    """The first frame stops mounting once ``lines_at_least`` adds up to the screen: that only
+    fills it if no view takes fewer lines than it says."""
+    messages = shapes()
+    app = Views(messages)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        column = app.query_one(VerticalScroll)
+        shown = list(column.children)
+        assert len(shown) == len(messages)
+        short = [(i, messages[i].role, view.outer_size.height, lines_at_least(messages[i]))
+                 for i, view in enumerate(shown) if view.outer_size.height < lines_at_least(messages[i])]
+        assert not short, short
+
+
+class FirstFrame(HermesApp):
+    """The app, noting the chat screen's views in the first frame that shows it."""
+
+    CSS_PATH = APP_CSS
+    first: list | None = None
+    list_height = 0
+
+    def _display(self, screen, renderable) -> None:
+        super()._display(screen, renderable)
+        if self.first is None and isinstance(screen, ChatScreen):
+            self.first = [(type(v).__name__, v.outer_size.height) for v in screen.messages.children]
+            self.list_height = screen.messages.size.height
+
+
+def store_session(config, store: Store, messages: list[Message]) -> str:
+    session = open_session(config, store, title="resumed", summarizer=ExtractiveSummarizer())
+    session.conv.extend(messages)
+    store.flush(session.info.id, session.conv.messages)
+    return session.info.id
+
+
+def turns(n: int) -> list[Message]:
+    """``n`` turns of a question, a call, its result and a short answer: one-line views."""
+    out = [Message("system", "You are a coding agent.")]
+    for i in range(n):
+        out += [Message("user", f"question {i}"), Message("assistant", "", tool_calls=[_call(f"c{i}", f"ls m{i}")]),
+                Message("tool", f"a_{i}.py", tool_call_id=f"c{i}", name="bash"), Message("assistant", f"m{i}: a_{i}.py")]
+    return out
+
+
+@pytest.fixture
+def config(tiny_model, hf_offline_env, hermes_home):
+    return make_config(tiny_model).with_overrides({"model.context_length": 1_000_000})
+
+
+@app_test
+async def test_a_message_taller_than_the_screen_is_all_the_first_frame_mounts(config, tmp_path):
+    long_question = "\n".join(f"line {i} of a pasted log" for i in range(120))
+    with Store(tmp_path / "state.db") as store:
+        session_id = store_session(config, store, [*turns(40), Message("user", long_question)])
+        app = FirstFrame(config, store, session_id=session_id, reply_tokens=6)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.first is not None, "the first frame")
+            assert [name for name, _ in app.first] == ["EarlierMessages", "UserMessage"]
+            screen = app.screen
+            # Right after it, the rest of the window, above: the list still ends with that message.
+            await until(pilot, lambda: len(views(screen)) > 8, "the rest of the window")
+            assert views(screen)[-1].message_id == store.load_active(session_id)[-1].id
+
+
+@app_test
+async def test_short_views_fill_the_first_frame_to_the_top(config, tmp_path):
+    with Store(tmp_path / "state.db") as store:
+        session_id = store_session(config, store, turns(60))
+        app = FirstFrame(config, store, session_id=session_id, reply_tokens=6)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.first is not None, "the first frame")
+            names = [name for name, _ in app.first]
+            assert names[0] == "EarlierMessages" and len(names) < 60  # not the whole session
+            assert sum(height for _, height in app.first) >= app.list_height  # no blank lines above
+
+
+@pytest.fixture
+def unsettled(monkeypatch):
+    """The heap as a fresh process has it: not settled yet (the module settles once)."""
+    monkeypatch.setattr(heap, "_settled", False)
+    monkeypatch.setattr(heap, "_held", False)
+    yield
+    heap.release_collections()
+    gc.enable()
+
+
+class CollectorAtFirstFrame(HermesApp):
+    CSS_PATH = APP_CSS
+    enabled_at_first_frame: bool | None = None
+
+    def _display(self, screen, renderable) -> None:
+        super()._display(screen, renderable)
+        if self.enabled_at_first_frame is None and isinstance(screen, ChatScreen):
+            self.enabled_at_first_frame = gc.isenabled()
+
+
+@app_test
+async def test_the_collector_is_off_until_the_chat_screen_is_up_then_on(config, tmp_path, unsettled):
+    heap.hold_collections()
+    assert not gc.isenabled()
+    with Store(tmp_path / "state.db") as store:
+        app = CollectorAtFirstFrame(config, store, reply_tokens=6)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.enabled_at_first_frame is not None, "the first frame")
+            assert app.enabled_at_first_frame is False
+            await until(pilot, gc.isenabled, "the collector back on", timeout=heap.HOLD_LIMIT_S + 30)
+
+
+@app_test
+async def test_the_collector_comes_back_when_the_first_screen_is_not_the_chat(config, tmp_path, unsettled):
+    bad = tmp_path / "broken.json"
+    bad.write_text("{not json", encoding="utf-8")
+    heap.hold_collections()
+    with Store(tmp_path / "state.db") as store:
+        app = app_for(config, store, import_path=bad)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: type(app.screen).__name__ == "FirstRunScreen", "the can't-open screen")
+            assert not any(isinstance(s, ChatScreen) for s in app.screen_stack)
+            await until(pilot, gc.isenabled, "the collector back on", timeout=heap.HOLD_LIMIT_S + 30)
+
+
+def test_the_apps_command_turns_the_collector_back_on_when_the_app_cannot_start(hermes_home, unsettled):
+    """An error before any screen (here a config the app refuses) must not leave it off."""
+    from hermes_tui.cli import main
+
+    (hermes_home / "config.yaml").write_text("compression:\n  threshold: 7\n", encoding="utf-8")
+    assert main([]) == 2
+    assert gc.isenabled()
