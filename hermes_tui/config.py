@@ -1,6 +1,6 @@
 """The ``config.yaml`` schema: every key, its type, bounds, comment and default.
 
-The schema is a tree of pydantic models, strict on purpose: ``threshold: "0.5"`` or
+The schema is a tree of sections (``schema.Section``), strict on purpose: ``threshold: "0.5"`` or
 ``protect_first_n: 2.0`` is a mistake to point at, not a value to guess at. Its defaults are
 the only ones: the engine's settings objects take theirs from here. Reading the file is
 ``config_load``, writing it ``config_write``, the one-line problems ``config_problems``.
@@ -13,9 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticCustomError
-
 from hermes_tui.config_load import read_config
 from hermes_tui.config_problems import (
     ConfigError,
@@ -25,6 +22,14 @@ from hermes_tui.config_problems import (
     _section_class,
     _shown,
     _unknown_key_message,
+)
+from hermes_tui.schema import (
+    Section,
+    Setting,
+    SettingError,
+    ValidationError,
+    field_check,
+    section_check,
 )
 from hermes_tui.untrusted import InputError, load_yaml
 
@@ -61,17 +66,15 @@ _ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def _setting(default: Any = None, comment: str = "", *, note: str | None = None, **kw: Any) -> Any:
     """A field with its config-file comment (``note``: extra lines written above the key)."""
     extra = {"note": note} if note else None
-    return Field(default, description=comment, json_schema_extra=extra, **kw)
+    return Setting(default, comment, json_schema_extra=extra, **kw)
 
 
-def _section(cls: type[BaseModel], comment: str = "") -> Any:
-    return Field(default_factory=cls, description=comment)
+def _section(cls: type[Section], comment: str = "") -> Any:
+    return Setting(default_factory=cls, description=comment)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    @model_validator(mode="before")
+class _Section(Section):
+    @section_check(before=True)
     @classmethod
     def _empty_section_means_defaults(cls, data: Any) -> Any:
         # `compression:` with every key under it commented out is YAML null; the
@@ -90,23 +93,23 @@ class _Section(BaseModel):
 class _Endpoint(_Section):
     """Fields shared by the chat model and the compression model."""
 
-    @field_validator("api_key_env", check_fields=False)
+    @field_check("api_key_env")
     @classmethod
     def _names_a_variable(cls, value: str) -> str:
         if value and not _ENV_VAR_NAME.fullmatch(value):
             # Never echo the value: it is most likely the key itself.
-            raise PydanticCustomError(
+            raise SettingError(
                 "env_var_name",
                 "must be the name of an environment variable (like OPENAI_API_KEY), "
                 "not the key itself; put the key in the environment or a .env file",
             )
         return value
 
-    @field_validator("base_url", check_fields=False)
+    @field_check("base_url")
     @classmethod
     def _is_http_url(cls, value: str) -> str:
         if value and not value.startswith(("http://", "https://")):
-            raise PydanticCustomError(
+            raise SettingError(
                 "http_url", "must start with http:// or https:// (or be empty), got {got}", {"got": repr(value)}
             )
         return value
@@ -207,10 +210,10 @@ class CompressionConfig(_Section):
     )
 
 
-    @model_validator(mode="after")
+    @section_check()
     def _marks_in_order(self) -> CompressionConfig:
         if self.low_water >= self.high_water:
-            raise PydanticCustomError(
+            raise SettingError(
                 "watermarks", "low_water ({low}) must be under high_water ({high})",
                 {"low": self.low_water, "high": self.high_water},
             )
@@ -301,51 +304,51 @@ class McpServerConfig(_Section):
     call_timeout: float = _setting(120.0, "seconds one tool call may take (> 0)", gt=0, allow_inf_nan=False)
     tools: McpToolFilter = _section(McpToolFilter, "which of its tools are offered")
 
-    @field_validator("env", mode="before")
+    @field_check("env", before=True)
     @classmethod
     def _env_names_variables(cls, value: Any) -> Any:
         if isinstance(value, list):
             for name in value:
                 if not isinstance(name, str) or not _ENV_VAR_NAME.fullmatch(name):
-                    raise PydanticCustomError(
+                    raise SettingError(
                         "env_reference", "a list of variable names to pass (like GITHUB_TOKEN), got {got}",
                         {"got": _shown(name)})
             return {name: f"${name}" for name in value}
         if isinstance(value, dict):
             for name, ref in value.items():
                 if not isinstance(name, str) or not _ENV_VAR_NAME.fullmatch(name):
-                    raise PydanticCustomError("env_reference", "{name} is not a variable name", {"name": repr(name)})
+                    raise SettingError("env_reference", "{name} is not a variable name", {"name": repr(name)})
                 if not isinstance(ref, str) or env_reference(ref) is None:
                     # Never echo the value: it may be the secret itself.
-                    raise PydanticCustomError(
+                    raise SettingError(
                         "env_reference",
                         "{name} must name a variable of our environment ($NAME), not hold a value; "
                         "put the value in the environment or a .env file", {"name": name})
         return value
 
-    @field_validator("headers", mode="before")
+    @field_check("headers", before=True)
     @classmethod
     def _headers_name_variables(cls, value: Any) -> Any:
         if isinstance(value, dict):
             for name, text in value.items():
                 if not isinstance(text, str) or not env_references(text):
-                    raise PydanticCustomError(
+                    raise SettingError(
                         "env_reference",
                         "header {name} must take its value from the environment, like "
                         '"Bearer ${TOKEN}"; literal values (secrets) do not belong in the file',
                         {"name": name})
         return value
 
-    @model_validator(mode="after")
+    @section_check()
     def _one_transport(self) -> McpServerConfig:
         if bool(self.command) == bool(self.url):
-            raise PydanticCustomError("mcp_transport", "set either command (stdio) or url (streamable HTTP)")
+            raise SettingError("mcp_transport", "set either command (stdio) or url (streamable HTTP)")
         if self.url and not self.url.startswith(("http://", "https://")):
-            raise PydanticCustomError("mcp_transport", "url must start with http:// or https://")
+            raise SettingError("mcp_transport", "url must start with http:// or https://")
         if self.command and self.headers:
-            raise PydanticCustomError("mcp_transport", "headers are for url servers; a command takes env")
+            raise SettingError("mcp_transport", "headers are for url servers; a command takes env")
         if self.url and (self.args or self.env or self.cwd):
-            raise PydanticCustomError("mcp_transport", "args, env and cwd are for command servers")
+            raise SettingError("mcp_transport", "args, env and cwd are for command servers")
         return self
 
     @property
@@ -363,7 +366,7 @@ class Config(_Section):
         note="mcp_servers: {name: {command: ..., args: [...], env: [VAR]} or {url: ..., headers: {...}}}",
     )
 
-    @field_validator("mcp_servers", mode="before")
+    @field_check("mcp_servers", before=True)
     @classmethod
     def _server_names(cls, value: Any) -> Any:
         if value is None:
@@ -371,7 +374,7 @@ class Config(_Section):
         if isinstance(value, dict):
             for name in value:
                 if not isinstance(name, str) or not _SERVER_NAME.fullmatch(name):
-                    raise PydanticCustomError(
+                    raise SettingError(
                         "mcp_server_name", "server name {name}: use 1-32 letters, digits, _ or -",
                         {"name": repr(name)})
         return value

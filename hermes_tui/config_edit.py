@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from hermes_tui.config import Config, ConfigError, ConfigProblem, apply_overrides, load_config
 
 # Shared with save_config so both writers format values and replace files the same way.
 from hermes_tui.config_problems import _named_section_class, _problems
 from hermes_tui.config_write import _scalar, _write_atomically, refuse_foreign_config, save_config
+from hermes_tui.schema import Section, ValidationError
 
 __all__ = ["REMOVE", "SaveResult", "apply_changes", "changed_values", "edit_config_text", "keep_backup",
            "save_changes"]
@@ -56,14 +56,14 @@ class SaveResult:
     backup: Path | None = None   # the unreadable file we replaced, kept aside
 
 
-def changed_values(old: BaseModel, new: BaseModel, prefix: str = "") -> dict[str, Any]:
+def changed_values(old: Section, new: Section, prefix: str = "") -> dict[str, Any]:
     """Dotted leaf keys whose value differs between two configs, with the new value; for a
     named section, an entry added is one key (its non-default values), one removed is
     ``REMOVE``."""
     out: dict[str, Any] = {}
     for name, info in type(old).model_fields.items():
         a, b = getattr(old, name), getattr(new, name)
-        if isinstance(a, BaseModel):
+        if isinstance(a, Section):
             out.update(changed_values(a, b, f"{prefix}{name}."))
         elif _named_section_class(info) is not None and a != b:
             for entry in [*a, *(e for e in b if e not in a)]:
@@ -100,7 +100,7 @@ def apply_changes(config: Config, changes: Mapping[str, Any]) -> Config:
         try:
             config = Config.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_problems(exc, None, None)) from None
+            raise ConfigError(_problems(Config, exc, None, None)) from None
     rest = {k: v for k, v in changes.items() if k not in entries}
     return apply_overrides(config, rest) if rest else config
 

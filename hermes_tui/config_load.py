@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from hermes_tui import paths
 from hermes_tui.config_problems import ConfigError, ConfigProblem, _error, _problems, _shown
+from hermes_tui.schema import Section, ValidationError
 from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = ["read_config"]
 
-Schema = TypeVar("Schema", bound=BaseModel)
+Schema = TypeVar("Schema", bound=Section)
 
 
 def _duplicate_keys(root: yaml.Node, origin: str) -> list[ConfigProblem]:

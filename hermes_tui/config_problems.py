@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
+from hermes_tui.schema import Section, Setting, ValidationError
 from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = ["ConfigError", "ConfigProblem"]
@@ -67,21 +66,21 @@ def _error(origin: Path | str | None, message: str, *, line: int | None = None, 
 # --------------------------------------------------------------------------- schema walking
 
 
-def _section_class(info: FieldInfo) -> type[BaseModel] | None:
+def _section_class(info: Setting) -> type[Section] | None:
     ann = info.annotation
-    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return ann if isinstance(ann, type) and issubclass(ann, Section) else None
 
 
-def _named_section_class(info: FieldInfo) -> type[BaseModel] | None:
+def _named_section_class(info: Setting) -> type[Section] | None:
     """For a mapping of names to sections (``mcp_servers``), the section class."""
     args = get_args(info.annotation)
     if get_origin(info.annotation) is dict and len(args) == 2:
         cls = args[1]
-        return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+        return cls if isinstance(cls, type) and issubclass(cls, Section) else None
     return None
 
 
-def _model_at(schema: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
+def _model_at(schema: type[Section], loc: Sequence[Any]) -> type[Section] | None:
     """The section model reached by following ``loc`` from the root, if any."""
     model = schema
     parts = list(loc)
@@ -98,14 +97,14 @@ def _model_at(schema: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | 
     return model
 
 
-def _field_at(schema: type[BaseModel], loc: Sequence[Any]) -> FieldInfo | None:
+def _field_at(schema: type[Section], loc: Sequence[Any]) -> Setting | None:
     if not loc:
         return None
     model = _model_at(schema, loc[:-1])
     return model.model_fields.get(loc[-1]) if model and isinstance(loc[-1], str) else None
 
 
-def _all_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+def _all_keys(model: type[Section], prefix: str = "") -> list[str]:
     keys = []
     for name, info in model.model_fields.items():
         keys.append(prefix + name)
@@ -130,7 +129,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _bounds(info: FieldInfo | None) -> str:
+def _bounds(info: Setting | None) -> str:
     words = {"gt": "greater than", "ge": "at least", "lt": "less than", "le": "at most"}
     parts = []
     for item in info.metadata if info else ():
@@ -154,7 +153,7 @@ def _unquote_hint(value: Any, wanted: type) -> str:
     return " (remove the quotes)" if ok else ""
 
 
-def _unknown_key_message(schema: type[BaseModel], loc: Sequence[Any]) -> str:
+def _unknown_key_message(schema: type[Section], loc: Sequence[Any]) -> str:
     name = str(loc[-1])
     here = ".".join(str(p) for p in loc[:-1])
     model = _model_at(schema, loc[:-1])
@@ -171,7 +170,7 @@ def _unknown_key_message(schema: type[BaseModel], loc: Sequence[Any]) -> str:
     return f"unknown key (known keys here: {listing})" if listing else "unknown key"
 
 
-def _message(schema: type[BaseModel], err: Mapping[str, Any]) -> str:
+def _message(schema: type[Section], err: Mapping[str, Any]) -> str:
     kind, loc, value = err["type"], err["loc"], err.get("input")
     info = _field_at(schema, loc)
     got = _shown(value)
@@ -213,7 +212,7 @@ def _message(schema: type[BaseModel], err: Mapping[str, Any]) -> str:
 
 
 def _problems(
-    schema: type[BaseModel], exc: ValidationError, origin: str | None, root: yaml.Node | None
+    schema: type[Section], exc: ValidationError, origin: str | None, root: yaml.Node | None
 ) -> list[ConfigProblem]:
     found = []
     for err in exc.errors():

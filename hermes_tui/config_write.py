@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from hermes_tui import paths
 from hermes_tui.config import Config
@@ -25,6 +24,7 @@ from hermes_tui.config_problems import (
     _section_class,
     _shown,
 )
+from hermes_tui.schema import Section, ValidationError
 from hermes_tui.untrusted import InputError, load_yaml
 
 __all__ = [
@@ -62,7 +62,7 @@ def _scalar(value: Any) -> str:
     return dumped if "\n" not in dumped else json.dumps(value)
 
 
-def _render(model: BaseModel, indent: str, lines: list[str]) -> None:
+def _render(model: Section, indent: str, lines: list[str]) -> None:
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         note = (info.json_schema_extra or {}).get("note") if isinstance(info.json_schema_extra, dict) else None

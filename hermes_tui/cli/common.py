@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 TURN_MODES = ("user", "step")
 MICRO_MODES = ("merge", "append")
 POLICIES = ("watermark", "per_exchange", "per_turn")
-FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without pydantic
+FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without the config schema
 
 
 class UserError(Exception):

@@ -29,7 +29,7 @@ from hermes_tui.compaction.redaction import redact
 from hermes_tui.tokens import TokenCounter, count_message
 from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, Message
 
-if TYPE_CHECKING:  # the store reads markers through this module: no config (pydantic) for that
+if TYPE_CHECKING:  # the store reads markers through this module: no config for that
     from hermes_tui.compaction.window import ContextWindow
 
 # The default floor: this share of the compaction threshold (at 8K: ~980 tokens), at most

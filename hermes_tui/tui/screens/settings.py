@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -38,6 +36,7 @@ from hermes_tui.config import (
 )
 from hermes_tui.config_edit import apply_changes, save_changes
 from hermes_tui.config_write import refuse_foreign_config
+from hermes_tui.schema import Section, Setting
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
 from hermes_tui.tui.widgets.mcp_servers_form import McpServersForm
 
@@ -48,7 +47,7 @@ __all__ = ["FIELDS", "FormField", "SettingsScreen"]
 class FormField:
     key: str            # dotted config key, e.g. "compression.threshold"
     section: str        # the heading it is shown under
-    info: FieldInfo
+    info: Setting
 
     @property
     def widget_id(self) -> str:
@@ -81,7 +80,7 @@ class FormField:
         return " · ".join(p for p in parts if p)
 
 
-def _fields(section: str, prefix: str, model: type[BaseModel]) -> list[FormField]:
+def _fields(section: str, prefix: str, model: type[Section]) -> list[FormField]:
     return [FormField(f"{prefix}.{name}", section, info) for name, info in model.model_fields.items()]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pydantic import ValidationError
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -21,6 +20,7 @@ from textual.widgets import Button, Input, Label, Static, Switch
 
 from hermes_tui.config import _SERVER_NAME, McpServerConfig
 from hermes_tui.config_edit import REMOVE
+from hermes_tui.schema import ValidationError
 
 __all__ = ["McpServersForm", "new_server"]
 
