@@ -200,3 +200,13 @@ def test_mcp_servers_round_trip_through_save(tmp_path):
     assert "mcp_servers:" in path.read_text() and "  gh:\n    command: npx" in path.read_text()
     changed = apply_overrides(config, {"mcp_servers.web.enabled": True})
     assert changed.mcp_servers["web"].enabled and not config.mcp_servers["web"].enabled
+
+
+def test_a_bad_server_entry_added_through_the_settings_is_a_config_error_naming_it():
+    """The entry path of ``apply_changes`` (a whole ``mcp_servers`` entry) words its problem
+    like every other; it raised TypeError (its problems were built without the schema)."""
+    from hermes_tui.config_edit import apply_changes
+
+    with pytest.raises(ConfigError) as caught:
+        apply_changes(Config(), {"mcp_servers.docs": {"command": "", "url": ""}})
+    assert str(caught.value) == "mcp_servers.docs: set either command (stdio) or url (streamable HTTP)"
