@@ -11,9 +11,7 @@ import json
 import logging
 import os
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +45,10 @@ def _http_json(
 
     Raises :class:`_Unreachable` when nothing answers.
     """
+    # Imported here: http.client and email under it are start-up time the app need not spend.
+    import urllib.error
+    import urllib.request
+
     headers = {"Accept": "application/json", "User-Agent": "hermes-tui"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 try:  # the HTTP library under the openai SDK: httpx2 (httpcore2) from openai 3 on
     import httpcore2 as _core
+    import httpx2 as _httpx
 except ImportError:  # pragma: no cover - an older openai
     import httpcore as _core
+    import httpx as _httpx
 
 Limits = Callable[[], Any]  # the calling thread's CallLimits, or None
 log = logging.getLogger("hermes_tui.providers.openai_http")
@@ -94,12 +97,28 @@ class _LimitedBackend(_core.NetworkBackend):
         self._inner.sleep(seconds)
 
 
+_ssl_context: Any = None
+_ssl_lock = threading.Lock()
+
+
+def shared_ssl_context() -> Any:
+    """The one TLS context of this process's clients: httpx's default (the system's or
+    SSL_CERT_FILE's certificates), made once. Loading the certificates holds the interpreter
+    lock for 20-40 ms; made per client, that landed on the first request of each (the chat's,
+    the compression model's) while the user typed. ``warm_sdk`` makes it after the first frame."""
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            _ssl_context = _httpx.create_ssl_context()
+        return _ssl_context
+
+
 def http_client(limits: Limits) -> Any:
     """The SDK's default HTTP client (its limits, redirects, proxies from the environment),
     its connections opened through ``_LimitedBackend``."""
     import openai
 
-    client = openai.DefaultHttpxClient()
+    client = openai.DefaultHttpxClient(verify=shared_ssl_context())
     # httpx takes no network backend: it is set on each connection pool, the direct one
     # and the proxies' (private attributes, stable across httpx and httpx2 releases).
     for transport in [client._transport, *client._mounts.values()]:

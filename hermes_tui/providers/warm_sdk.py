@@ -4,7 +4,8 @@ The SDK (with pydantic and httpx under it) takes 1-2.5 s to import on a slow mac
 Imported lazily by the first reply's worker thread, that import holds the interpreter
 lock in long stretches while the user types, so the first keys after sending lag. Started
 right after the first frame instead, it is over (or well under way, and the worker simply
-waits on the import lock) by the time the first message is sent.
+waits on the import lock) by the time the first message is sent. So is the loading of the
+TLS certificates, which every client's first request would otherwise do.
 """
 
 from __future__ import annotations
@@ -46,5 +47,8 @@ def _import_sdk() -> None:
         import openai  # noqa: F401 - the import is the point
 
         from hermes_tui.providers import openai_http  # noqa: F401 - and its HTTP backend
+        from hermes_tui.providers.limited_transport import shared_ssl_context
+
+        shared_ssl_context()  # and the certificates every client's first request would load
     except Exception:  # the first call reports a missing or broken SDK in its own words
         log.warning("importing the openai SDK ahead of the first call failed", exc_info=True)

@@ -384,7 +384,7 @@ class Store:
         for mid, role, content, parts, tool_calls, tool_call_id, name, tokens, counter, meta, state in rows:
             msg = Message(
                 role=role, tool_calls=json.loads(tool_calls) if tool_calls else None,
-                tool_call_id=tool_call_id, name=name, meta=json.loads(meta), id=mid,
+                tool_call_id=tool_call_id, name=name, meta={} if meta == "{}" else json.loads(meta), id=mid,
                 token_count=tokens, token_counter=counter, stored=True, **_content_fields(content, parts),
             )
             out.append((msg, state))
