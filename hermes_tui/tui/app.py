@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
@@ -41,7 +41,7 @@ from hermes_tui.store import Store, StoreError
 from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
-from hermes_tui.tui.heap import HOLD_LIMIT_S, settle_heap
+from hermes_tui.tui.heap import HOLD_LIMIT_S, FullCollections, settle_heap
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
 from hermes_tui.tui.quitting import stop_work
@@ -105,6 +105,7 @@ class HermesApp(McpHost, App):
         self.approval_mode = Mode(config.agent.approval)
         self.told_no_tools: set[str] = set()
         self._sessions: list[Session] = []  # every session opened: work may be in flight for one left behind
+        self.full_collections = FullCollections()  # the garbage collector's full passes, between keys
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -113,6 +114,8 @@ class HermesApp(McpHost, App):
         self.set_interval(MCP_REFRESH_S, self._show_mcp)
         self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
         self.set_timer(HOLD_LIMIT_S, settle_heap)  # the chat screen settles it sooner
+        self.full_collections.start()
+        self.set_interval(1.0, self.full_collections.tick)
         self.call_after_refresh(warm_markdown)
         if self._import_path is None:
             self._start(self._start_session_id)
@@ -135,6 +138,11 @@ class HermesApp(McpHost, App):
             self.push_screen(screen, self._after_failed_import)
             return
         self._start(session_id)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self.full_collections.typed()
+        await super().on_event(event)
 
     def _start(self, session_id: str | None) -> None:
         try:
@@ -217,6 +225,7 @@ class HermesApp(McpHost, App):
         # Before ``run`` returns and the store closes; Textual then calls McpMixin.on_unmount
         # (the servers), as it calls a handler of each class in the MRO.
         await stop_work(self, self._sessions)
+        self.full_collections.stop()
 
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:

@@ -1,19 +1,18 @@
-"""The app's first frame: what it mounts and what it holds off until that frame is shown.
+"""The app's first frame: what a resumed session mounts for it.
 
 A resumed session's first frame gets views for the newest messages that surely fill the
-screen (``lines_at_least``), the rest of the window right after it; the garbage collector
-waits for the first screen (``tui.heap``). The real app under ``App.run_test`` and its own
-stylesheet; the figures these buy are ``benchmarks/bench_startup.py``'s.
+screen (``lines_at_least``), the rest of the window right after it. The real app under
+``App.run_test`` and its own stylesheet; the figures this buys are
+``benchmarks/bench_startup.py``'s.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 from pathlib import Path
 
 import pytest
-from support.chat_app import app_for, app_test, make_config, until, views
+from support.chat_app import app_test, make_config, until, views
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
@@ -22,7 +21,6 @@ from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.transcript import Message, make_marker, parse_transcript
 from hermes_tui.tui import app as app_module
-from hermes_tui.tui import heap
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.message_views import view_for
@@ -143,57 +141,3 @@ async def test_short_views_fill_the_first_frame_to_the_top(config, tmp_path):
             names = [name for name, _ in app.first]
             assert names[0] == "EarlierMessages" and len(names) < 60  # not the whole session
             assert sum(height for _, height in app.first) >= app.list_height  # no blank lines above
-
-
-@pytest.fixture
-def unsettled(monkeypatch):
-    """The heap as a fresh process has it: not settled yet (the module settles once)."""
-    monkeypatch.setattr(heap, "_settled", False)
-    monkeypatch.setattr(heap, "_held", False)
-    yield
-    heap.release_collections()
-    gc.enable()
-
-
-class CollectorAtFirstFrame(HermesApp):
-    CSS_PATH = APP_CSS
-    enabled_at_first_frame: bool | None = None
-
-    def _display(self, screen, renderable) -> None:
-        super()._display(screen, renderable)
-        if self.enabled_at_first_frame is None and isinstance(screen, ChatScreen):
-            self.enabled_at_first_frame = gc.isenabled()
-
-
-@app_test
-async def test_the_collector_is_off_until_the_chat_screen_is_up_then_on(config, tmp_path, unsettled):
-    heap.hold_collections()
-    assert not gc.isenabled()
-    with Store(tmp_path / "state.db") as store:
-        app = CollectorAtFirstFrame(config, store, reply_tokens=6)
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.enabled_at_first_frame is not None, "the first frame")
-            assert app.enabled_at_first_frame is False
-            await until(pilot, gc.isenabled, "the collector back on", timeout=heap.HOLD_LIMIT_S + 30)
-
-
-@app_test
-async def test_the_collector_comes_back_when_the_first_screen_is_not_the_chat(config, tmp_path, unsettled):
-    bad = tmp_path / "broken.json"
-    bad.write_text("{not json", encoding="utf-8")
-    heap.hold_collections()
-    with Store(tmp_path / "state.db") as store:
-        app = app_for(config, store, import_path=bad)
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: type(app.screen).__name__ == "FirstRunScreen", "the can't-open screen")
-            assert not any(isinstance(s, ChatScreen) for s in app.screen_stack)
-            await until(pilot, gc.isenabled, "the collector back on", timeout=heap.HOLD_LIMIT_S + 30)
-
-
-def test_the_apps_command_turns_the_collector_back_on_when_the_app_cannot_start(hermes_home, unsettled):
-    """An error before any screen (here a config the app refuses) must not leave it off."""
-    from hermes_tui.cli import main
-
-    (hermes_home / "config.yaml").write_text("compression:\n  threshold: 7\n", encoding="utf-8")
-    assert main([]) == 2
-    assert gc.isenabled()
