@@ -4,8 +4,8 @@
 
 Each case is a fresh process, timed from spawn (wall clock, the parent's) to the moment it
 is done: for ``hermes-tui --help`` and ``hermes-tui sessions list``, until it exits; for
-the app, until its first frame of the chat screen is composed (a hook on Textual's
-``App._display``, the call that writes a frame; the process then leaves at once with
+the app, until its first frame of the chat screen is composed (for the resumed session,
+the first that shows its messages; a hook on Textual's ``App._display``, the call that writes a frame; the process then leaves at once with
 ``os._exit`` so shutdown is not counted). The app runs headless, as ``App.run(headless=True)``
 does, with a config whose chat and compression models are endpoints (on 127.0.0.1, never
 called before the first frame): what a machine without an MLX GPU starts with.
@@ -17,7 +17,8 @@ its ratio to the baseline, and the process's peak RSS (``os.wait4``). Goals: ``-
 within 1.5x ``import textual``, the app's first frame within 2x the minimal app's.
 
 The bytecode of the hermes_tui the cases import is written first, as an install writes
-it (``[tool.uv] compile-bytecode``); without it every figure is a few times higher.
+it (``pip install`` compiles at install; ``uv run`` writes the .pyc files at the first
+start); without it every figure is a few times higher.
 
 Cases: ``--help``; ``sessions list`` over a store of three sessions (one of 2,000
 messages); the app on a new, empty session; the app resuming the 2,000-message session
@@ -42,7 +43,8 @@ sys.path.insert(0, str(REPO))
 LONG_SESSION_MESSAGES = 2_000
 HELP_GOAL, FRAME_GOAL = 1.5, 2.0
 
-# Exit the process at the first frame a screen of the named class is composed in.
+# Exit the process at the first frame a screen of the named class is composed in (and,
+# when ``shows`` names widgets, one of them is in it: a resumed session's messages).
 FIRST_FRAME_HOOK = """
 import os, sys
 from textual.app import App
@@ -51,7 +53,7 @@ _display, _run = App._display, App.run
 
 def _first_frame(self, screen, renderable):
     _display(self, screen, renderable)
-    if type(screen).__name__ == {screen!r}:
+    if type(screen).__name__ == {screen!r} and (not {shows!r} or screen.query({shows!r})):
         sys.stdout.flush()
         os._exit(0)
 
@@ -130,14 +132,18 @@ def run_once(code: str, env: dict) -> tuple[float, float]:
 
 def cases(long_id: str) -> dict[str, tuple[str, str]]:
     """name -> (code, baseline name)."""
-    app = lambda argv: FIRST_FRAME_HOOK.format(screen="ChatScreen") + HERMES_APP.format(argv=argv)  # noqa: E731
+    def app(argv: list[str], shows: str = "") -> str:
+        return FIRST_FRAME_HOOK.format(screen="ChatScreen", shows=shows) + HERMES_APP.format(argv=argv)
+
     return {
         "import textual": ("import textual", ""),
-        "minimal Textual app": (FIRST_FRAME_HOOK.format(screen="Screen") + MINIMAL_APP, ""),
+        "minimal Textual app": (FIRST_FRAME_HOOK.format(screen="Screen", shows="") + MINIMAL_APP, ""),
         "hermes-tui --help": ("import sys" + HERMES_APP.format(argv=["--help"]), "import textual"),
         "hermes-tui sessions list": ("import sys" + HERMES_APP.format(argv=["sessions", "list"]), "import textual"),
         "app, first frame: new session": (app([]), "minimal Textual app"),
-        f"app, first frame: {LONG_SESSION_MESSAGES:,} messages": (app(["--resume", long_id]), "minimal Textual app"),
+        # The frame that shows the session: its last message is a user's.
+        f"app, first frame: {LONG_SESSION_MESSAGES:,} messages": (app(["--resume", long_id], shows="UserMessage"),
+                                                                  "minimal Textual app"),
     }
 
 
@@ -153,7 +159,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         home = Path(tmp)
-        # Bytecode for hermes_tui as an install has it ([tool.uv] compile-bytecode): an
+        # Bytecode for hermes_tui as an install has it (pip compiles at install): an
         # editable checkout (or PYTHONDONTWRITEBYTECODE) would compile every module each start.
         subprocess.run([sys.executable, "-c", COMPILE], check=True, cwd=home)
         # In a process of its own: Linux keeps a process's peak RSS across exec, so a child
