@@ -27,6 +27,7 @@ __all__ = ["Bounds", "Section", "Setting", "SettingError", "ValidationError", "f
 
 Loc = tuple[str | int, ...]
 _MISSING: Any = object()
+_REFUSED: Any = object()  # what a refused value becomes while the checks run
 
 
 class SettingError(Exception):
@@ -186,12 +187,9 @@ class Section:
         """The section ``data`` makes, its problems added to ``errors`` (then None)."""
         if isinstance(data, cls):
             return data
-        for check in cls._section_checks[True]:
-            try:
-                data = check(cls, data)
-            except SettingError as exc:
-                errors.append(_problem(exc.kind, loc, exc.message, data))
-                return None
+        data = cls._through(cls._section_checks[True], data, loc, errors)
+        if data is _REFUSED:
+            return None
         if not isinstance(data, Mapping):
             errors.append(_problem("model_type", loc, f"Input should be a valid dictionary or instance of {cls.__name__}", data))
             return None
@@ -216,21 +214,26 @@ class Section:
 
     @classmethod
     def _field(cls, name: str, info: Setting, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
-        try:
-            for check in cls._field_checks.get((name, True), ()):
-                value = check(cls, value)
-        except SettingError as exc:
-            errors.append(_problem(exc.kind, loc, exc.message, value))
+        value = cls._through(cls._field_checks.get((name, True), ()), value, loc, errors)
+        if value is _REFUSED:
             return None
         found = len(errors)
         value = _typed(info.annotation, value, loc, errors, info)
         if len(errors) > found:
             return None
-        try:
-            for check in cls._field_checks.get((name, False), ()):
+        value = cls._through(cls._field_checks.get((name, False), ()), value, loc, errors)
+        return None if value is _REFUSED else value
+
+    @classmethod
+    def _through(cls, checks: Any, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+        """``value`` through each of ``checks`` in turn; ``_REFUSED`` (its problem added to
+        ``errors``) when one refuses it."""
+        for check in checks:
+            try:
                 value = check(cls, value)
-        except SettingError as exc:
-            errors.append(_problem(exc.kind, loc, exc.message, value))
+            except SettingError as exc:
+                errors.append(_problem(exc.kind, loc, exc.message, value))
+                return _REFUSED
         return value
 
     # --- back to data ---------------------------------------------------------------------
