@@ -110,7 +110,7 @@ class HermesApp(McpHost, App):
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._make_clients()
-        self._start_mcp()
+        self.call_after_refresh(self.start_mcp_soon)  # the servers start after the first frame
         self.set_interval(MCP_REFRESH_S, self._show_mcp)
         self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
         self.set_timer(HOLD_LIMIT_S, settle_heap)  # the chat screen settles it sooner

@@ -5,6 +5,10 @@ The manager reports changes from its own thread: they come to the app as a messa
 (``McpChanged``, posted, never waited for) and update the status bars and an open
 ``/tools``. New settings change only the servers whose entry changed (``McpManager.update``);
 the manager goes when no server is left. Quitting stops every server and reaps its process.
+
+The MCP SDK (with pydantic, anyio and httpx under it) takes ~0.4 s to import: the app
+imports it on a thread after its first frame and starts the manager when that is done
+(``start_mcp_soon``); a turn picks up the manager's tools from then on.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ class McpChanged(Message):
         self.state = state
 
 
+class McpSdkImported(Message):
+    """The MCP SDK is imported (posted from the thread that imported it)."""
+
+
 class McpHost:
     """Mixed into the app (a Textual ``App``), which sets these in its ``__init__``."""
 
@@ -50,6 +58,25 @@ class McpHost:
     mcp: McpManager | None
     _tools: dict[str, Tools]
     _mcp_closing: list[threading.Thread]
+
+    def start_mcp_soon(self) -> None:
+        """Import the MCP SDK off the UI thread, then start the servers (``McpSdkImported``)."""
+        if not self.config.mcp_servers:
+            return
+
+        def import_sdk() -> None:
+            try:
+                import hermes_tui.tools.mcp  # noqa: F401 - the import is the point
+            except Exception:
+                log.warning("importing the MCP SDK ahead of the servers' start failed", exc_info=True)
+            self.post_message(McpSdkImported())  # type: ignore[attr-defined]
+
+        threading.Thread(target=import_sdk, name="mcp-import", daemon=True).start()
+
+    def on_mcp_sdk_imported(self, event: McpSdkImported) -> None:
+        if self.mcp is None and self.config.mcp_servers:  # a reconfigure may have started it meanwhile
+            self._start_mcp()
+            self._show_mcp()
 
     def _start_mcp(self) -> None:
         from hermes_tui.session.wiring import start_mcp

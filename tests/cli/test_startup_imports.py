@@ -152,3 +152,14 @@ def test_the_collector_is_held_off_until_the_first_frame(home):
     proc = subprocess.run([sys.executable, "-c", FIRST_FRAME], env=env, cwd=home, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     assert "COLLECTOR=false" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_with_mcp_servers_the_first_frame_waits_for_neither_the_mcp_sdk_nor_a_server(home):
+    """The SDK takes ~0.4 s to import here: it comes on a thread after the first frame, and the
+    servers start once it is in (tests/tui/test_tui_mcp.py has them working)."""
+    with (home / "config.yaml").open("a", encoding="utf-8") as config:
+        config.write("mcp_servers:\n  docs:\n    command: /bin/sleep\n    args: ['30']\n")
+    loaded = loaded_modules(home, FIRST_FRAME)
+    assert "hermes_tui.tui.screens.chat" in loaded
+    later = {"mcp", "mcp_types", "anyio", "pydantic", "hermes_tui.tools.mcp"}
+    assert not loaded & later, sorted(loaded & later)

@@ -29,6 +29,7 @@ from support.mcp_app import (
     open_tools,
     ready,
     start_http_mcp,
+    started,
     stdio_server,
     stored_results,
     tool_results,
@@ -326,6 +327,7 @@ async def test_a_server_that_comes_up_during_a_turn_is_offered_from_the_next_req
         app = make_app(store, model.base_url, workspace, {"late": late})
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.chat_screen is not None, "the chat")
+            await started(pilot, app)
             assert app.mcp.state("late").status is ServerStatus.STARTING
             session = app.chat_screen.session
             session.add_user_message("look, then read")

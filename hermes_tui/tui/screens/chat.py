@@ -254,6 +254,8 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         self.refresh_status()
         self.refresh_bindings()  # Escape stops the turn: shown in the footer while there is one
         self.session.begin_work()  # the session keeps its lease until the turn is stored
+        if self.tools is not None:  # the same tools, unless the MCP servers started (or changed) since
+            self.tools = self.hermes.tools_for(self.session)
         turn = AgentTurn(
             self.session, self.tools, ask=ModalAsk(self.app, cancel, ApprovalScreen),
             listener=ScreenListener(self.post_message), max_steps=self.hermes.config.agent.max_steps,
