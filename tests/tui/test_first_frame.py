@@ -8,10 +8,13 @@ screen (``lines_at_least``), the rest of the window right after it. The real app
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.chat_app import app_test, make_config, until, views
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
@@ -79,6 +82,33 @@ async def test_no_view_is_shorter_than_lines_at_least_says(width):
         short = [(i, messages[i].role, view.outer_size.height, lines_at_least(messages[i]))
                  for i, view in enumerate(shown) if view.outer_size.height < lines_at_least(messages[i])]
         assert not short, short
+
+
+# Lines of the kinds a reply or a user's message has; a text is some of them, blank lines between.
+LINE = st.sampled_from([
+    "a plain line of words", "x" * 150, "- a list item", "1. a numbered item", "> a quoted line",
+    "# a heading", "| a | table |", "|---|---|", "```", "```python", "    indented code", "", "",
+    "**bold** and `code`", "<b>html?</b>", "***", "[a link](http://example.com)",
+])
+MESSAGE = st.builds(lambda role, lines: Message(role, "\n".join(lines)),
+                    st.sampled_from(["user", "assistant"]), st.lists(LINE, max_size=14))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.lists(MESSAGE, min_size=1, max_size=12), width=st.sampled_from([30, 80]))
+def test_no_view_of_any_text_is_shorter_than_lines_at_least_says(messages, width):
+    """The same, over texts made of every kind of line (fences left open, stray table rows)."""
+
+    async def heights() -> list[int]:
+        app = Views(messages)
+        async with app.run_test(size=(width, 40)) as pilot:
+            await pilot.pause()
+            return [view.outer_size.height for view in app.query_one(VerticalScroll).children]
+
+    shown = asyncio.run(heights())
+    short = [(m.role, m.content, h, lines_at_least(m)) for m, h in zip(messages, shown, strict=True)
+             if h < lines_at_least(m)]
+    assert not short, short
 
 
 class FirstFrame(HermesApp):
