@@ -124,7 +124,7 @@ async def test_a_long_resumed_session_mounts_only_the_newest_views_in_order(conf
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         assert isinstance(screen, ChatScreen)
-        await pilot.pause()
+        await until(pilot, lambda: not screen.messages.filling, "the window")  # after the first frame's views
         shown = views(screen)
         n = len(shown)
         assert MIN_VIEWS <= n <= WINDOW                                   # a window, not the session
@@ -147,7 +147,7 @@ async def test_older_messages_load_on_request_in_order_and_keep_their_rows(confi
     app = app_for(config, store, session_id=session_id)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
-        await pilot.pause()
+        await until(pilot, lambda: not screen.messages.filling, "the window")
         listing = screen.messages
 
         def next_count() -> int:
@@ -342,7 +342,7 @@ async def test_long_replies_make_a_shorter_window():
         long_reply = "\n".join(f"- point {i}" for i in range(10))  # a list: about 45 widgets
         messages = [Message("assistant" if i % 2 else "user", long_reply if i % 2 else f"q{i}") for i in range(40)]
         await listing.show(messages)
-        await pilot.pause()
+        await until(pilot, lambda: not listing.filling, "the window")
         n = len(listing.views())
         assert MIN_VIEWS <= n < WINDOW and n == listing.fit(messages)
         assert [v.message_id for v in listing.views()] == [m.id for m in messages[-n:]]

@@ -196,6 +196,7 @@ class MessageList(VerticalScroll):
         self.budget = max(1, budget)
         self.waiting: list[Waiting] = []
         self._loading = False         # show_earlier running
+        self.filling = False          # the rest of the window ``show`` mounts after the first frame is pending
         self._requested = False       # show_earlier asked for by scrolling, not run yet
         self._homing = False          # scrolling to the top after show_earlier: not a request for more
 
@@ -238,11 +239,18 @@ class MessageList(VerticalScroll):
         self._count_changed(before)
         self.anchor()
         if first < window:
+            self.filling = True
             self.call_after_refresh(self._fill_window, window - first)
 
     async def _fill_window(self, count: int) -> None:
         """The rest of the window ``show`` left waiting, above the views, while the list still
         follows the bottom (once the user scrolls or asks for more, that takes over)."""
+        try:
+            await self._mount_rest(count)
+        finally:
+            self.filling = False
+
+    async def _mount_rest(self, count: int) -> None:
         if self._loading or not self.waiting or not self.following:
             return
         self._loading = True
