@@ -146,8 +146,8 @@ def test_the_choices_the_parsers_name_are_the_packages_own():
 
 
 def test_the_collector_is_held_off_until_the_first_frame(home):
-    """Start-up's objects all stay: collections before the first frame find nothing to free
-    (they cost 35-90 ms of it); ``tui.heap`` turns the collector back on after that frame."""
+    """Nearly all of start-up's objects stay: the collections before the first frame free
+    little and cost 35-90 ms of it; ``tui.heap`` turns the collector back on after that frame."""
     env = {**os.environ, "HERMES_TUI_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-c", FIRST_FRAME], env=env, cwd=home, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=TIMEOUT_S)
