@@ -5,8 +5,9 @@ imports the UI; long work (``download``) reports through a callback and stops wh
 ``threading.Event`` is set, so a screen can run it in a worker thread.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hermes_tui.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from hermes_tui.hub.catalog import (
@@ -46,13 +47,7 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF, globals())
 
 
 __all__ = [

@@ -6,8 +6,9 @@ turns one call into one result; ``approval.decide`` says whether a call may run;
 of kind ``external``.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hermes_tui.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .approval import (
@@ -41,13 +42,7 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF, globals())
 
 
 __all__ = [
