@@ -49,6 +49,7 @@ __all__ = [
     "apply_overrides",
     "load_config",
     "parse_override",
+    "value_at",
 ]
 
 ChatProvider = Literal["auto", "mlx", "openai-api"]
@@ -417,6 +418,14 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_problems(Config, exc, origin, None)) from None
+
+
+def value_at(config: Section, dotted: str) -> Any:
+    """The value of the dotted key ``dotted`` (``"compression.threshold"``) in ``config``."""
+    value: Any = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from hermes_tui import paths
-from hermes_tui.config import Config, ConfigError
+from hermes_tui.config import Config, ConfigError, value_at
 
 # Hermes key (under compression:) -> ours. Same names, same meaning.
 COMPRESSION_KEYS = (
@@ -76,7 +76,7 @@ def read_hermes_offer(current: Config | None = None, path: Path | None = None) -
         except (ConfigError, ValueError, TypeError):
             skipped.append(f"{hermes_key}: {value!r} is not a valid value here")
             continue
-        if _current_value(current, ours) == value:
+        if value_at(current, ours) == value:
             continue
         changes[ours] = value
         if ours.endswith(".provider"):  # implied by the base URL, not a Hermes key of its own
@@ -116,13 +116,6 @@ def _auxiliary(aux: dict[str, Any], proposed: list[tuple[str, str, Any]], skippe
                 f"{prefix}.api_key: a key written in the file is not copied; put it in an environment "
                 f"variable and name that in {prefix}.api_key_env"
             )
-
-
-def _current_value(config: Config, dotted: str) -> Any:
-    value: Any = config
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def _show(value: Any) -> str:

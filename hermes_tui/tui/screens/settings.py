@@ -33,6 +33,7 @@ from hermes_tui.config import (
     ConfigError,
     ModelConfig,
     load_config,
+    value_at,
 )
 from hermes_tui.config_edit import apply_changes, save_changes
 from hermes_tui.config_write import refuse_foreign_config
@@ -91,13 +92,6 @@ FIELDS: list[FormField] = [
 ]
 _BY_KEY = {f.key: f for f in FIELDS}
 _SECTION_KEYS = {"Chat model": "model", "Compression model": "auxiliary.compression", "Compaction": "compression"}
-
-
-def config_value(config: Config, key: str) -> Any:
-    value: Any = config
-    for part in key.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def shown(value: Any) -> str:
@@ -238,7 +232,7 @@ class SettingsScreen(Screen[Config | None]):
         yield Footer()
 
     def _widget(self, field: FormField) -> Widget:
-        value = config_value(self.config, field.key)
+        value = value_at(self.config, field.key)
         if field.choices:
             return Select([(c, c) for c in field.choices], value=value, allow_blank=False,
                           id=field.widget_id, compact=True)
@@ -275,7 +269,7 @@ class SettingsScreen(Screen[Config | None]):
         out = {}
         for field in FIELDS:
             value = self.form_value(field)
-            before = config_value(self.config, field.key)
+            before = value_at(self.config, field.key)
             if value != before:
                 out[field.key] = value
         out.update(self.query_one(McpServersForm).changes())
