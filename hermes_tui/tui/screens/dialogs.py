@@ -24,7 +24,27 @@ ResultT = TypeVar("ResultT")
 
 class FormDialog(ModalScreen[ResultT]):
     """A dialog with fields, an ``#error`` line and a ``#cancel`` button: Escape or Cancel
-    dismisses with None; ``_error`` shows what is wrong and keeps the dialog open."""
+    dismisses with None; ``_error`` shows what is wrong and keeps the dialog open. Its
+    look is here; a subclass sets its ``#dialog`` width and styles its own fields."""
+
+    DEFAULT_CSS = """
+    FormDialog {
+        align: center middle;
+        #dialog {
+            max-width: 95%;
+            height: auto;
+            max-height: 100%;
+            padding: 0 2;
+            background: $surface;
+            border: round $primary;
+            border-title-color: $text;
+        }
+        #error { color: $error; display: none; }
+        #error.-shown { display: block; }
+        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
+        #buttons Button { margin-left: 2; }
+    }
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -173,26 +193,12 @@ class ExportDialog(FormDialog[Path | None]):
 
     DEFAULT_CSS = """
     ExportDialog {
-        align: center middle;
-        #dialog {
-            width: 72;
-            max-width: 95%;
-            height: auto;
-            max-height: 100%;
-            padding: 0 2;
-            background: $surface;
-            border: round $primary;
-            border-title-color: $text;
-        }
+        #dialog { width: 72; }
         #what { text-style: bold; margin-top: 1; }
         #format { layout: horizontal; width: 100%; height: auto; margin-top: 1; border: none; padding: 0; }
         #format RadioButton { margin-right: 2; }
         #dialog > Checkbox { margin-top: 0; border: none; padding: 0; }
         #where { color: $text-muted; margin-top: 1; }
-        #error { color: $error; display: none; }
-        #error.-shown { display: block; }
-        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
-        #buttons Button { margin-left: 2; }
     }
     """
 

@@ -27,23 +27,9 @@ class ImportDialog(FormDialog[ImportRequest | None]):
 
     DEFAULT_CSS = """
     ImportDialog {
-        align: center middle;
-        #dialog {
-            width: 76;
-            max-width: 95%;
-            height: auto;
-            max-height: 100%;
-            padding: 0 2;
-            background: $surface;
-            border: round $primary;
-            border-title-color: $text;
-        }
+        #dialog { width: 76; }
         .label { margin-top: 1; }
         #hint { color: $text-muted; }
-        #error { color: $error; display: none; }
-        #error.-shown { display: block; }
-        #buttons { height: auto; margin: 1 0; align-horizontal: right; }
-        #buttons Button { margin-left: 2; }
     }
     """
 
