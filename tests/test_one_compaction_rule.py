@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from support.chat_app import app_test, settle, type_and_send
-from support.servers import stop_server
+from support.servers import ScriptedServer
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -26,7 +26,6 @@ from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "tests" / "support" / "scripted_openai_server.py"
 DEMO = ROOT / "hermes_tui" / "assets" / "demo_session.json"
 CLI_TIMEOUT_S = 300
 DECISION = re.compile(r"compaction policy: (exchange \d+ \(\w+, \d+ tokens\) -> [\w ]+)")
@@ -92,21 +91,16 @@ def test_compact_and_eval_decide_as_the_app_does(hermes_home, tmp_path):
 
 def app_decisions(tmp_path: Path, transcript: list[dict]) -> list[str]:
     script = [{"text": [m["content"]], "finish_reason": "stop"} for m in transcript if m["role"] == "assistant"]
-    script_path = tmp_path / "script.json"
-    script_path.write_text(json.dumps(script), encoding="utf-8")
-    server = subprocess.Popen([sys.executable, str(SERVER), str(script_path), str(tmp_path / "requests.jsonl")],
-                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    server = ScriptedServer(script, tmp_path)
     try:
-        line = server.stdout.readline()
-        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
         config = Config().with_overrides({
             "model.provider": "openai-api", "model.model": "scripted",
-            "model.base_url": f"http://127.0.0.1:{int(line.split()[1])}/v1",
+            "model.base_url": server.base_url,
             "model.context_length": LIMIT, "auxiliary.compression.provider": "extractive",
         })
         return _drive_app(config, tmp_path, [m["content"] for m in transcript if m["role"] == "user"])
     finally:
-        stop_server(server)
+        server.stop()
 
 
 class Lines(logging.Handler):

@@ -5,13 +5,11 @@ the real ``mlx_lm.server`` given tools for a model without a tool template."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from support.servers import stop_server as _stop
+from support.scripted import ScriptedServers
+from support.servers import ScriptedServer
 
 from hermes_tui.chat.client import (
     HTTP_4XX,
@@ -26,7 +24,6 @@ from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.tools.builtin import builtin_tools
 from hermes_tui.tools.registry import ToolRegistry
 
-SERVER = Path(__file__).resolve().parents[1] / "support" / "scripted_openai_server.py"
 START_TIMEOUT_S = 30.0
 
 MESSAGES = [
@@ -39,37 +36,11 @@ def tool_specs() -> list[dict]:
     return ToolRegistry(builtin_tools()).specs()
 
 
-class Scripted:
-    def __init__(self, base_url: str, requests_path: Path):
-        self.base_url = base_url
-        self.requests_path = requests_path
-
-    def requests(self) -> list[dict]:
-        if not self.requests_path.exists():
-            return []
-        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
-
-
 @pytest.fixture
-def scripted(tmp_path) -> Iterator[Callable[[list[dict]], Scripted]]:
-    processes: list[subprocess.Popen] = []
-
-    def start(script: list[dict]) -> Scripted:
-        script_path = tmp_path / f"script{len(processes)}.json"
-        requests_path = tmp_path / f"requests{len(processes)}.jsonl"
-        script_path.write_text(json.dumps(script))
-        process = subprocess.Popen(
-            [sys.executable, str(SERVER), str(script_path), str(requests_path)],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
-        processes.append(process)
-        line = process.stdout.readline()  # "PORT n" once serving; "" if it died
-        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
-        return Scripted(f"http://127.0.0.1:{int(line.split()[1])}/v1", requests_path)
-
-    yield start
-    for process in processes:
-        _stop(process)
+def scripted(tmp_path) -> Iterator[Callable[[list[dict]], ScriptedServer]]:
+    servers = ScriptedServers(tmp_path)
+    yield servers.start
+    servers.stop()
 
 
 def drain(client: OpenAIChatClient, **kwargs) -> tuple[list, ChatDone]:

@@ -5,13 +5,11 @@ where the app's approval modal answers."""
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
-from support.servers import ScriptedServer
+from support.scripted_endpoint import ScriptedServer, ScriptedServers, answer, call, calls
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -26,30 +24,11 @@ from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
 
 
-def call(name: str, call_id: str, **arguments: Any) -> dict:
-    text = json.dumps(arguments)
-    return {"id": call_id, "name": name, "arguments": [text[: len(text) // 2], text[len(text) // 2:]]}
-
-
-def calls(*tool_calls: dict) -> dict:
-    return {"tool_calls": list(tool_calls), "finish_reason": "tool_calls"}
-
-
-def answer(text: str) -> dict:
-    return {"text": [text], "finish_reason": "stop"}
-
-
 @pytest.fixture
 def scripted(tmp_path):
-    servers: list[ScriptedServer] = []
-
-    def start(script: list[dict]) -> ScriptedServer:
-        servers.append(ScriptedServer(script, tmp_path / f"model{len(servers)}"))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
+    servers = ScriptedServers(tmp_path)
+    yield servers.start
+    servers.stop()
 
 
 @pytest.fixture

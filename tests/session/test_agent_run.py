@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scripted import ScriptedServers
+from support.scripted_endpoint import ScriptedServers, answer, call, calls
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -43,19 +43,6 @@ def scripted(tmp_path):
     servers = ScriptedServers(tmp_path)
     yield servers.start
     servers.stop()
-
-
-def call(name: str, call_id: str, **arguments: Any) -> dict:
-    text = json.dumps(arguments)
-    return {"id": call_id, "name": name, "arguments": [text[: len(text) // 2], text[len(text) // 2:]]}
-
-
-def calls(*tool_calls: dict) -> dict:
-    return {"tool_calls": list(tool_calls), "finish_reason": "tool_calls"}
-
-
-def answer(text: str) -> dict:
-    return {"text": [text[: len(text) // 2], text[len(text) // 2:]], "finish_reason": "stop"}
 
 
 # --- running the CLI --------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.openai_endpoint import FakeEndpoint, chunk, event, start_stream
-from support.servers import ScriptedServer
+from support.scripted_endpoint import ScriptedServers
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -35,15 +35,9 @@ WAIT_S = 60
 
 @pytest.fixture
 def scripted(tmp_path):
-    servers: list[ScriptedServer] = []
-
-    def start(script: list[dict]) -> ScriptedServer:
-        servers.append(ScriptedServer(script, tmp_path / f"model{len(servers)}"))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
+    servers = ScriptedServers(tmp_path)
+    yield servers.start
+    servers.stop()
 
 
 def run_cli(home: Path, base_url: str, config_dir: Path, *args: str, cwd: Path = ROOT,

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.servers import ScriptedServer
 
 from hermes_tui.analysis.telemetry_log import CHAT_MARKER, read_logs
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / "tests" / "support" / "scripted_openai_server.py"
 TIMEOUT_S = 120
 
 
@@ -36,17 +36,9 @@ def server(tmp_path):
          "finish_reason": "tool_calls", "usage": usage(900, None)},
         {"text": ["It says hello."], "finish_reason": "stop", "usage": usage(1000, 800)},
     ]
-    script_path = tmp_path / "script.json"
-    script_path.write_text(json.dumps(script))
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(script_path), str(tmp_path / "requests.jsonl")],
-        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-    )
-    line = process.stdout.readline()
-    assert line.startswith("PORT "), line
-    yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    process.terminate()
-    process.wait(timeout=30)
+    server = ScriptedServer(script, tmp_path)
+    yield server.base_url
+    server.stop()
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess:

@@ -4,30 +4,10 @@ long sessions to send to it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from hermes_tui.transcript import Message
-from support.servers import stop_server
-
-SERVER = Path(__file__).resolve().parent / "scripted_openai_server.py"
-
-
-class Scripted:
-    def __init__(self, process: subprocess.Popen, base_url: str, requests_path: Path):
-        self.process = process
-        self.base_url = base_url
-        self.requests_path = requests_path
-
-    def served(self) -> list[dict]:
-        """Every chat request: ``body``, the ``status`` served and the ``prompt_tokens`` it counted."""
-        if not self.requests_path.exists():
-            return []
-        return [json.loads(line) for line in self.requests_path.read_text().splitlines()]
-
-    def requests(self) -> list[dict]:
-        return [line["body"] for line in self.served()]
+from support.servers import ScriptedServer
 
 
 class ScriptedServers:
@@ -35,25 +15,15 @@ class ScriptedServers:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.processes: list[subprocess.Popen] = []
+        self.servers: list[ScriptedServer] = []
 
-    def start(self, script: list[dict] | dict) -> Scripted:
-        n = len(self.processes)
-        script_path = self.folder / f"script{n}.json"
-        requests_path = self.folder / f"requests{n}.jsonl"
-        script_path.write_text(json.dumps(script))
-        process = subprocess.Popen(
-            [sys.executable, str(SERVER), str(script_path), str(requests_path)],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
-        self.processes.append(process)
-        line = process.stdout.readline()
-        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
-        return Scripted(process, f"http://127.0.0.1:{int(line.split()[1])}/v1", requests_path)
+    def start(self, script: list[dict] | dict) -> ScriptedServer:
+        self.servers.append(ScriptedServer(script, self.folder / f"model{len(self.servers)}"))
+        return self.servers[-1]
 
     def stop(self) -> None:
-        for process in self.processes:
-            stop_server(process)
+        for server in self.servers:
+            server.stop()
 
 
 def answer(text: str) -> dict:

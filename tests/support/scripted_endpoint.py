@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from support.scripted import SERVER, Scripted, ScriptedServers, answer
+from support.scripted import ScriptedServers, answer
+from support.servers import ScriptedServer
 
-__all__ = ["SERVER", "Scripted", "ScriptedServers", "answer", "call", "calls"]
+__all__ = ["ScriptedServer", "ScriptedServers", "answer", "call", "calls"]
 
 
 def call(name: str, call_id: str, pieces: int = 2, **arguments: Any) -> dict:

@@ -106,7 +106,7 @@ SCRIPTED_SERVER = Path(__file__).resolve().parent / "scripted_openai_server.py"
 class ScriptedServer:
     """``scripted_openai_server.py`` in a subprocess: replies from ``script``, requests logged."""
 
-    def __init__(self, script: list[dict], folder: Path) -> None:
+    def __init__(self, script: list[dict] | dict, folder: Path) -> None:
         import sys
 
         folder.mkdir(parents=True, exist_ok=True)
@@ -124,10 +124,14 @@ class ScriptedServer:
         self.port = int(line.split()[1])
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
-    def requests(self) -> list[dict]:
+    def served(self) -> list[dict]:
+        """Every chat request: ``body``, the ``status`` served and the ``prompt_tokens`` it counted."""
         if not self.requests_path.exists():
             return []
-        return [json.loads(line)["body"] for line in self.requests_path.read_text().splitlines()]
+        return [json.loads(line) for line in self.requests_path.read_text().splitlines()]
+
+    def requests(self) -> list[dict]:
+        return [line["body"] for line in self.served()]
 
     def stop(self) -> None:
         stop_server(self.process)
