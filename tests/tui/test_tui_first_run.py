@@ -12,6 +12,7 @@ Hermes Agent's config, when found, is offered key by key and left byte for byte 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import mlx_lm  # noqa: F401 - imported on the main thread before any worker loads a model
 import pytest
@@ -46,6 +47,13 @@ def text(widget: Static) -> str:
     return str(widget.content)
 
 
+def app_on(config_path: Path, store, *ports: int) -> HermesApp:
+    """The app as ``hermes-tui`` starts it on ``config_path``; ``ports``: the loopback ports its
+    first run looks for servers on (none given: the usual ones)."""
+    return HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
+                     **({"server_ports": ports} if ports else {}))
+
+
 async def first_run(pilot) -> FirstRunScreen:
     await until(pilot, lambda: isinstance(pilot.app.screen, FirstRunScreen), "the first-run screen")
     await pilot.pause()
@@ -78,8 +86,7 @@ def scripted(tmp_path):
 async def test_linux_first_run_finds_a_loopback_server_and_the_chat_replies(hermes_home, store, scripted):
     assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
     config_path = hermes_home / "config.yaml"   # nothing configured: no file at all
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
-                    server_ports=(free_port(), scripted.port))
+    app = app_on(config_path, store, free_port(), scripted.port)
     async with app.run_test(size=SIZE) as pilot:
         screen = await first_run(pilot)
         assert screen.query("#cpu") and not screen.query("#recommended")  # MLX on the CPU is offered too
@@ -115,8 +122,7 @@ def mac(tiny_model, hermes_home, tmp_path, monkeypatch):
 async def test_mac_first_run_downloads_the_recommended_models_with_cancel_and_resume(mac, hermes_home, store):
     server, (chat_repo, compression_repo), cache = mac
     config_path = hermes_home / "config.yaml"
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
-                    server_ports=(free_port(),))
+    app = app_on(config_path, store, free_port())
     async with app.run_test(size=SIZE) as pilot:
         screen = await first_run(pilot)
         section = screen.query_one("#recommended")
@@ -157,8 +163,7 @@ async def test_hermes_agents_compression_settings_are_offered_and_its_file_stays
     hermes_file = write_hermes_config(hermes_config_path().parent, HERMES_CONFIG)
     before = hashlib.sha256(hermes_file.read_bytes()).hexdigest()
     config_path = hermes_home / "config.yaml"
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
-                    server_ports=(scripted.port,))
+    app = app_on(config_path, store, scripted.port)
     async with app.run_test(size=SIZE) as pilot:
         screen = await first_run(pilot)
         section = screen.query_one("#hermes")
@@ -194,8 +199,7 @@ async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_c
     monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     config_path = hermes_home / "config.yaml"
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
-                    server_ports=(free_port(),))
+    app = app_on(config_path, store, free_port())
     async with app.run_test(size=SIZE) as pilot:
         screen = await first_run(pilot)
         section = screen.query_one("#recommended")
@@ -234,8 +238,7 @@ async def test_linux_first_run_offers_the_mlx_models_on_disk_that_run_slowly_on_
     on_disk = paths.models_dir() / "tiny-chat"
     shutil.copytree(tiny_model.q4, on_disk)
     config_path = hermes_home / "config.yaml"
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
-                    server_ports=(free_port(),))
+    app = app_on(config_path, store, free_port())
     async with app.run_test(size=SIZE) as pilot:
         screen = await first_run(pilot)
         section = screen.query_one("#on-disk")
@@ -256,8 +259,7 @@ async def test_linux_first_run_offers_the_mlx_models_on_disk_that_run_slowly_on_
 @app_test
 async def test_first_run_with_no_model_on_disk_hides_that_section(hermes_home, store, empty_hf_cache):
     config_path = hermes_home / "config.yaml"
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path,
-                    server_ports=(free_port(),))
+    app = app_on(config_path, store, free_port())
     async with app.run_test(size=SIZE) as pilot:
         screen = await first_run(pilot)
         section = screen.query_one("#on-disk")
@@ -284,7 +286,7 @@ async def test_mac_with_no_compression_model_the_notice_names_the_recommended_on
     recommended = hub.default_compression_model()
     config_path = hermes_home / "config.yaml"
     chat_on(config_path, scripted)
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path)
+    app = app_on(config_path, store)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
         notice = compression_notice(app)
@@ -300,7 +302,7 @@ async def test_linux_with_no_compression_model_the_notice_recommends_no_mlx_mode
 ):
     config_path = hermes_home / "config.yaml"
     chat_on(config_path, scripted)
-    app = HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path)
+    app = app_on(config_path, store)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
         assert compression_notice(app) == "Passes use the built-in extractive summarizer until one is set in /settings."
