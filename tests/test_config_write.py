@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.config_defaults import DESIGN_DEFAULTS
+from support.hermes_home import AGENT_CONFIG
 
 from hermes_tui import config_problems, config_write
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
@@ -126,25 +127,10 @@ def test_save_replaces_via_a_temp_file_in_the_same_dir(tmp_path, monkeypatch):
     assert load_config(path) == Config()
 
 
-# Hermes Agent's own config.yaml, in the shape it writes: sections hermes-tui does not have.
-HERMES_AGENT_CONFIG = """\
-model:
-  default: anthropic/claude-opus-4
-  provider: auto
-terminal:
-  backend: local
-  cwd: .
-toolsets:
-  - hermes-cli
-compression:
-  enabled: true
-  threshold: 0.5
-  summary_model: google/gemini-flash
-"""
 
 
 @pytest.mark.parametrize("text, problem", [
-    (HERMES_AGENT_CONFIG, "top-level sections terminal, toolsets are not hermes-tui's"),
+    (AGENT_CONFIG, "top-level sections terminal, toolsets are not hermes-tui's"),
     ("model:\n  provider: auto\ndisplay:\n  skin: dark\n", "top-level section display is not hermes-tui's"),
     ("- a\n- list\n", "the top level is a list, not sections of keys"),
     ("terminal:\n  backend: [local\n", "not valid YAML, and its line 'terminal:' is not a hermes-tui section"),

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.hermes_home import AGENT_CONFIG
 from support.tmux import _app_command, wait_for
 from textual.widgets import Input, Static
 
@@ -33,19 +34,6 @@ from hermes_tui.tui.screens.settings import SettingsScreen
 CLI = [sys.executable, "-m", "hermes_tui.cli"]
 TIMEOUT_S = 180
 
-HERMES_AGENT_CONFIG = """\
-model:
-  default: anthropic/claude-opus-4
-  provider: auto
-terminal:
-  backend: local
-toolsets:
-  - hermes-cli
-compression:
-  enabled: true
-  threshold: 0.5
-  summary_model: google/gemini-flash
-"""
 
 TELEMETRY = {
     "event": "micro_compaction", "session_id": "s1", "outcome": "absorbed", "messages_before": 10,
@@ -92,7 +80,7 @@ def hermes_agent_home(root: Path) -> Path:
     home = root / "dot-hermes"
     (home / "logs").mkdir(parents=True)
     hermes_agent_state_db(home / "state.db", journal="WAL")
-    (home / "config.yaml").write_text(HERMES_AGENT_CONFIG)
+    (home / "config.yaml").write_text(AGENT_CONFIG)
     (home / "logs" / "agent.log").write_text(
         f"2026-11-30 03:01:02,123 INFO agent: micro compaction telemetry: {json.dumps(TELEMETRY)}\n"
     )
@@ -200,7 +188,7 @@ def test_every_command_leaves_a_foreign_state_db_byte_identical(tmp_path, hf_off
 def test_every_command_leaves_a_foreign_config_byte_identical(tmp_path, hf_offline_env):
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.yaml").write_text(HERMES_AGENT_CONFIG)
+    (home / "config.yaml").write_text(AGENT_CONFIG)
     env = clean_env(tmp_path, hf_offline_env, HERMES_TUI_HOME=str(home), HERMES_HOME=str(tmp_path / "agent"))
     before = foreign_files(home)["config.yaml"]
     for name, args in commands(transcript(tmp_path)).items():
@@ -221,7 +209,7 @@ async def test_the_app_refuses_to_save_over_a_foreign_config_and_says_so_on_scre
     monkeypatch.setenv("HERMES_HOME", str(agent))
     agent_before = tree(agent)
     config_path = hermes_home / "config.yaml"
-    config_path.write_text(HERMES_AGENT_CONFIG)
+    config_path.write_text(AGENT_CONFIG)
     before = config_path.read_bytes()
     with Store(hermes_home / "state.db") as store:
         app = HermesApp(Config(), store, config_path=config_path, summarizer=ExtractiveSummarizer())

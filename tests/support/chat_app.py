@@ -8,6 +8,8 @@ import json
 import threading
 import time
 
+from textual.app import App
+
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.config import Config
 from hermes_tui.session.wiring import open_session
@@ -145,6 +147,20 @@ def app_test(test):
         return asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+class ScreenApp(App):
+    """Pushes one screen on mount and records what it dismisses with (``store``: for a
+    screen that asks its app for one)."""
+
+    def __init__(self, make_screen, store: Store | None = None) -> None:
+        super().__init__()
+        self.make_screen = make_screen
+        self.store = store
+        self.results: list[object] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(self.make_screen(), self.results.append)
 
 
 def app_for(config, store, **kwargs) -> HermesApp:

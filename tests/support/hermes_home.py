@@ -20,6 +20,22 @@ import yaml
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.transcript import BATCH, Message
 
+# Hermes Agent's own config.yaml, in the shape it writes: sections hermes-tui does not have.
+AGENT_CONFIG = """\
+model:
+  default: anthropic/claude-opus-4
+  provider: auto
+terminal:
+  backend: local
+  cwd: .
+toolsets:
+  - hermes-cli
+compression:
+  enabled: true
+  threshold: 0.5
+  summary_model: google/gemini-flash
+"""
+
 SECRET = "sk-proj-Q3f9XbZt7LmN2pVw8KcR4hJy6DsA1eGu5TiO0qWx"
 
 # Hermes' preamble line (agent/context_compressor.py SUMMARY_PREFIX, shortened in the middle):

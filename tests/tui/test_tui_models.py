@@ -23,9 +23,8 @@ from pathlib import Path
 import mlx_lm  # noqa: F401 - imported on the main thread before any worker loads a model
 import pytest
 import yaml
-from support.chat_app import REPLY, app_test, type_and_send, until
+from support.chat_app import REPLY, ScreenApp, app_test, type_and_send, until
 from support.fake_hub import FakeHub, FakeRepo
-from textual.app import App
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList, Static
 
@@ -90,17 +89,6 @@ def hermes(config_path: Path, store: Store) -> HermesApp:
     return HermesApp(load_config(config_path), store, reply_tokens=REPLY, config_path=config_path)
 
 
-class ScreenApp(App):
-    """Pushes one screen on mount; records what it dismisses with."""
-
-    def __init__(self, make_screen, store: Store | None = None) -> None:
-        super().__init__()
-        self.make_screen = make_screen
-        self.store = store
-        self.results: list[object] = []
-
-    def on_mount(self) -> None:
-        self.push_screen(self.make_screen(), self.results.append)
 
 
 def local_rows(screen: ModelsScreen) -> dict[str, hub.LocalModel]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import exchange, make_compactor, user
+from support.chat_app import ScreenApp
 from support.hermes_home import build_hermes_home, expected_active, fingerprint, shape
 from textual.app import App
 from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static, Switch
@@ -47,16 +48,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class ScreenApp(App):
-    """Pushes one screen on mount and records what it dismisses with."""
-
-    def __init__(self, make_screen) -> None:
-        super().__init__()
-        self.make_screen = make_screen
-        self.results: list[object] = []
-
-    def on_mount(self) -> None:
-        self.push_screen(self.make_screen(), self.results.append)
 
 
 def text(widget: Static) -> str:

@@ -8,7 +8,7 @@ import difflib
 from pathlib import Path
 
 import pytest
-from textual.app import App
+from support.chat_app import ScreenApp
 from textual.widgets import Button, Input, Static, Switch
 
 from hermes_tui.config import Config, load_config
@@ -50,14 +50,6 @@ def config_path(tmp_path) -> Path:
     return path
 
 
-class ScreenApp(App):
-    def __init__(self, make_screen) -> None:
-        super().__init__()
-        self.make_screen = make_screen
-        self.results: list[object] = []
-
-    def on_mount(self) -> None:
-        self.push_screen(self.make_screen(), self.results.append)
 
 
 def diff(before: str, after: str) -> tuple[list[str], list[str]]:
