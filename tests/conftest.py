@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from support.scripted import ScriptedServers
 from support.servers import (
     SERVER_START_TIMEOUT_S,
     free_port,
@@ -111,3 +112,17 @@ def hermes_home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HERMES_TUI_HOME", str(home))
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes_agent_home"))
     return home
+
+
+@pytest.fixture
+def servers(tmp_path) -> Iterator[ScriptedServers]:
+    """This test's scripted OpenAI-compatible servers (``servers.start(script)``), stopped at its end."""
+    started = ScriptedServers(tmp_path)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def scripted(servers: ScriptedServers):
+    """``servers.start``: a scripted server answering with ``script``."""
+    return servers.start

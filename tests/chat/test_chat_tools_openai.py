@@ -5,11 +5,8 @@ the real ``mlx_lm.server`` given tools for a model without a tool template."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 
 import pytest
-from support.scripted import ScriptedServers
-from support.servers import ScriptedServer
 
 from hermes_tui.chat.client import (
     HTTP_4XX,
@@ -34,13 +31,6 @@ MESSAGES = [
 
 def tool_specs() -> list[dict]:
     return ToolRegistry(builtin_tools()).specs()
-
-
-@pytest.fixture
-def scripted(tmp_path) -> Iterator[Callable[[list[dict]], ScriptedServer]]:
-    servers = ScriptedServers(tmp_path)
-    yield servers.start
-    servers.stop()
 
 
 def drain(client: OpenAIChatClient, **kwargs) -> tuple[list, ChatDone]:

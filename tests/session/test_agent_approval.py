@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.scripted_endpoint import ScriptedServer, ScriptedServers, answer, call, calls
+from support.scripted_endpoint import ScriptedServer, answer, call, calls
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -22,13 +22,6 @@ from hermes_tui.tools import Tool, ToolKind
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    servers = ScriptedServers(tmp_path)
-    yield servers.start
-    servers.stop()
 
 
 @pytest.fixture

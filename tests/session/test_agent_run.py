@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.scripted_endpoint import answer, call, calls
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -36,13 +35,6 @@ WAIT_S = 60
 
 
 # --- the scripted endpoint -------------------------------------------------------------
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    servers = ScriptedServers(tmp_path)
-    yield servers.start
-    servers.stop()
 
 
 # --- running the CLI --------------------------------------------------------------------

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from support.openai_endpoint import FakeEndpoint, chunk, event, start_stream
-from support.scripted_endpoint import ScriptedServers
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -31,13 +30,6 @@ from hermes_tui.tools.workspace import Workspace
 ROOT = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT_S = 120
 WAIT_S = 60
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    servers = ScriptedServers(tmp_path)
-    yield servers.start
-    servers.stop()
 
 
 def run_cli(home: Path, base_url: str, config_dir: Path, *args: str, cwd: Path = ROOT,

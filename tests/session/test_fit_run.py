@@ -10,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from support.scripted import ScriptedServers, answer, long_agent_session
+from support.scripted import answer, long_agent_session
 
 from hermes_tui import paths
 from hermes_tui.config import Config
@@ -20,13 +19,6 @@ from hermes_tui.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 16_384
-
-
-@pytest.fixture
-def servers(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started
-    started.stop()
 
 
 def run(home: Path, config: Path, *args: str) -> subprocess.CompletedProcess:

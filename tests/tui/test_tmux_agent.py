@@ -15,7 +15,7 @@ import shlex
 import time
 
 import pytest
-from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.scripted_endpoint import answer, call, calls
 from support.tmux import _app_command, wait_for
 
 from hermes_tui.store import Store
@@ -27,13 +27,6 @@ STEP_TIMEOUT = 60.0
 EXIT_TIMEOUT = 30.0
 ANSWER = "The size is now large."
 IDLE_IN_ASK = re.compile(r"  ask\s*$", re.M)  # the status bar's end: ask mode, no step (no turn running)
-
-
-@pytest.fixture
-def servers(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started
-    started.stop()
 
 
 def test_one_agent_turn_reads_runs_and_edits_after_approval(tmux, tmp_path, servers, hf_offline_env):

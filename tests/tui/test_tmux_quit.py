@@ -14,7 +14,7 @@ import sqlite3
 import time
 
 import pytest
-from support.scripted_endpoint import ScriptedServers, call, calls
+from support.scripted_endpoint import call, calls
 from support.tmux import _app_command, wait_for
 
 from hermes_tui.store import Store
@@ -28,13 +28,6 @@ EXIT_TIMEOUT = 60.0  # quitting waits a bounded time for the worker; past this t
 SEEDED = 2_000
 PROMPT = "Tell me a long story"
 CRASH_SIGNS = ("Traceback", "Segmentation fault", "Fatal Python error", "core dumped")
-
-
-@pytest.fixture
-def servers(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started
-    started.stop()
 
 
 def _home(tmp_path, base_url: str, extra: str = "", compression: str = "    provider: extractive\n",

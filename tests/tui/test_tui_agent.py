@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.chat_app import SIZE, app_test, label, notes, settle, type_and_send, until, views
-from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.scripted_endpoint import answer, call, calls
 
 from hermes_tui.config import Config
 from hermes_tui.store.rules import StoredRules
@@ -29,13 +29,6 @@ from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.message_views import AssistantMessage, ToolCallView, ToolResultMessage
 
 WAIT = 60.0
-
-
-@pytest.fixture
-def servers(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started
-    started.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from support.chat_app import (
     REPLY,
     SIZE,
@@ -24,7 +23,7 @@ from support.chat_app import (
     until,
     views,
 )
-from support.scripted import ScriptedServers, answer, long_agent_session
+from support.scripted import answer, long_agent_session
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
@@ -36,13 +35,6 @@ from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.message_views import AssistantMessage
 
 WINDOW = 16_384
-
-
-@pytest.fixture
-def servers(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started
-    started.stop()
 
 
 def endpoint_config(base_url: str, **overrides) -> Config:

@@ -34,7 +34,7 @@ from support.mcp_app import (
     stored_results,
     tool_results,
 )
-from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.scripted_endpoint import answer, call, calls
 from support.servers import stop_server
 
 from hermes_tui.config import Config
@@ -47,13 +47,6 @@ from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.message_views import ToolCallView
 
 # --- the servers ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started.start
-    started.stop()
 
 
 @pytest.fixture(scope="module")

@@ -17,18 +17,11 @@ from support.mcp_app import (
     tool_results,
     type_message,
 )
-from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.scripted_endpoint import answer, call, calls
 from support.servers import stop_server
 
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.widgets.message_views import ToolCallView
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started.start
-    started.stop()
 
 
 @pytest.fixture

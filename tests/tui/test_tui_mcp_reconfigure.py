@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from support.chat_app import app_test, settle, type_and_send, until
 from support.mcp_app import (
     SIZE,
@@ -20,16 +19,9 @@ from support.mcp_app import (
     tool_results,
     with_servers,
 )
-from support.scripted_endpoint import ScriptedServers, answer, call, calls
+from support.scripted_endpoint import answer, call, calls
 
 from hermes_tui.tui.screens.tools import ToolsScreen
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    started = ScriptedServers(tmp_path)
-    yield started.start
-    started.stop()
 
 
 def server_pids() -> dict[str, int]:
