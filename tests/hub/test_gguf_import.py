@@ -487,11 +487,11 @@ def test_error_truncated_gguf(f32_gguf, tmp_path):
 def test_error_unsupported_architecture_tokenizer_and_tensor_type(tiny_model, gguf_dir, tmp_path):
     root = tmp_path / "models"
     path = write_gguf(tiny_model.fp32, tmp_path / "qwen.gguf", arch="qwen3")
-    expect_error(path, "architecture 'qwen3' is not supported", "llama", root=root)
+    expect_error(path, "qwen.gguf: GGUF architecture 'qwen3' is not supported", "llama, qwen2", root=root)
     path = write_gguf(tiny_model.fp32, tmp_path / "bert.gguf", tokenizer_model="bert")
     expect_error(path, "tokenizer type 'bert' is not supported", root=root)
-    path = write_gguf(tiny_model.fp32, tmp_path / "q5.gguf", Q.Q5_0)
-    expect_error(path, "tensor type Q5_0 cannot be converted", root=root)
+    path = write_gguf(tiny_model.fp32, tmp_path / "tq2.gguf", Q.TQ2_0)
+    expect_error(path, "tq2.gguf: tensor type TQ2_0 cannot be converted", "Q5_0", "Q6_K", root=root)
 
 
 def test_error_destination_exists_and_bad_name(tiny_model, f32_gguf, tmp_path):
