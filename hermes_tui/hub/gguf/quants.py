@@ -155,7 +155,8 @@ def _q2_k(blocks):
 def _to_f16(values, t: GGUFTensor, path: Path):
     import numpy as np
 
-    out = values.astype(np.float16)
+    with np.errstate(over="ignore"):
+        out = values.astype(np.float16)
     if not np.isfinite(out).all():
         raise ModelImportError(f"{path.name}: {t.type_name} tensor {t.name} overflows float16")
     return out
