@@ -668,6 +668,84 @@ def test_qwen2_without_biases_is_refused(qwen2_model, tmp_path):
     expect_error(path, "nobias.gguf: layer 2 has no attn_k.bias", root=tmp_path / "models")
 
 
+# --- the real files of ../shared/realmodels (`pytest -m realmodels`) --------------------------
+
+REALMODELS = Path(os.environ.get("REALMODELS_DIR", Path.home() / ".cache" / "hermes-realmodels")) / "models"
+
+
+def real_file(name: str) -> Path:
+    path = REALMODELS / name
+    if not path.is_file():
+        message = f"{path} is missing: run ../shared/realmodels/setup first"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def ask(folder: Path, question: str, max_tokens: int = 20) -> str:
+    from mlx_lm import generate
+
+    model, tokenizer = load(folder)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                           tokenize=False)
+    return generate(model, tokenizer, prompt, max_tokens=max_tokens)
+
+
+@pytest.mark.realmodels
+def test_real_qwen25_coder_05b_q4_k_m(tmp_path, hf_offline_env):
+    """The real Qwen2.5-Coder-0.5B-Instruct Q4_K_M file (Q5_0, Q8_0, Q4_K, Q6_K, F32):
+    every type decodes like the gguf package's reference, the tokenizer gives Qwen2.5's
+    ids, and the model answers through MLX (greedy, ~1 minute on a 2-core CPU)."""
+    path = real_file("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    dest = import_model(path, dest_root=tmp_path)
+    cfg = json.loads((dest / "config.json").read_text())
+    assert (cfg["model_type"], cfg["tie_word_embeddings"], cfg["rope_theta"]) == ("qwen2", False, 1000000.0)
+    assert cfg["imported_from"]["tensor_types"] == {"F32": 121, "Q4_K": 12, "Q5_0": 133, "Q6_K": 12, "Q8_0": 13}
+    assert (cfg["quantization"]["bits"], cfg["eos_token_id"]) == (5, 151645)
+
+    reader = gguf.GGUFReader(str(path))
+    by_name = {t.name: t for t in reader.tensors}
+    weights = mx.load(str(dest / "model.safetensors"))
+    for gguf_name, mlx_name, bits in [
+        ("blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj", 5),  # Q5_0
+        ("blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj", 8),  # Q8_0
+        ("blk.2.ffn_down.weight", "model.layers.2.mlp.down_proj", 4),  # Q4_K
+        ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj", None),  # Q6_K
+        ("blk.0.attn_q.bias", "model.layers.0.self_attn.q_proj", None),  # F32
+    ]:
+        t = by_name[gguf_name]
+        want = gguf.quants.dequantize(np.array(t.data), t.tensor_type).reshape([int(d) for d in reversed(t.shape)])
+        if bits is None:
+            got = np.array(weights[mlx_name + "." + gguf_name.rpartition(".")[2]].astype(mx.float32))
+            assert np.allclose(got, want, rtol=2.0**-11, atol=1e-7), gguf_name
+        else:
+            got = np.array(mx.dequantize(*(weights[f"{mlx_name}.{k}"] for k in ("weight", "scales", "biases")),
+                                         group_size=32, bits=bits).astype(mx.float32))
+            assert np.abs(got - want).max() <= 2e-3 * np.abs(want).max(), gguf_name
+
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(dest / "tokenizer.json"))
+    assert tokenizer.encode("Hello, world!").ids == [9707, 11, 1879, 0]
+    assert tokenizer.encode("12345").ids == [16, 17, 18, 19, 20]
+    assert tokenizer.encode("<|im_start|>user\nhi<|im_end|>").ids == [151644, 872, 198, 6023, 151645]
+    assert json.loads((dest / "tokenizer_config.json").read_text())["chat_template"] == str(
+        reader.fields["tokenizer.chat_template"].contents()
+    )
+    answer = ask(dest, "What is the capital of France?")
+    assert "Paris" in answer, answer
+
+
+@pytest.mark.realmodels
+def test_real_smollm2_135m_q4_1(tmp_path, hf_offline_env):
+    """The real SmolLM2-135M-Instruct Q4_1 file (llama): still answers after import."""
+    dest = import_model(real_file("smollm2-135m-instruct-q4_1.gguf"), dest_root=tmp_path)
+    assert json.loads((dest / "config.json").read_text())["model_type"] == "llama"
+    answer = ask(dest, "What is the capital of France?")
+    assert "Paris" in answer, answer
+
+
 # --- GGUF: Llama 3 RoPE scaling and a SentencePiece tokenizer -------------------------------
 
 
