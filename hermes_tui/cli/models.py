@@ -271,8 +271,9 @@ def add_import_parser(subparsers) -> argparse.ArgumentParser:
         help="import a local MLX model folder or a GGUF file into the models folder",
         description=(
             "Import a local model. An MLX folder (config.json, model*.safetensors, tokenizer) "
-            "is checked and hard-linked or copied; a GGUF file (llama architecture; F32, F16, "
-            "BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q2_K, Q6_K tensors) is converted to an MLX folder."
+            "is checked and hard-linked or copied; a GGUF file (llama or qwen2 architecture; F32, "
+            "F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q6_K tensors) is converted to an "
+            "MLX folder."
         ),
     )
     parser.add_argument("path", type=Path, metavar="PATH", help="an MLX model folder or a .gguf file")

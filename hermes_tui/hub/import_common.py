@@ -10,7 +10,7 @@ from pathlib import Path
 # tensors, "reading" goes 0/1 then 1/1 (mx.load reads the whole file in one call).
 ProgressFn = Callable[[str, int, int], None]
 
-SUPPORTED_ARCHITECTURES = ("llama",)
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2")
 SUPPORTED_TOKENIZERS = ("gpt2", "llama")
 
 SHARD_BYTES = 5 << 30  # like mlx_lm: at most ~5 GB per safetensors file

@@ -11,15 +11,17 @@ Two kinds of source:
 * **A GGUF file** (llama.cpp's format). It is converted into an MLX model folder:
 
   - architectures: ``llama`` (Llama 1/2/3.x, Mistral 7B, SmolLM, TinyLlama and the other
-    models llama.cpp stores as "llama"), dense models only; anything else is refused;
-  - tensors are read with ``mx.load(path, return_metadata=True)``. Q4_0, Q4_1 and Q8_0 come
-    back as MLX affine-quantized weights (group size 32) and stay quantized. Q4_K is
-    repacked from the file's bytes into MLX 4-bit (group size 32) without loss, because
-    MLX 0.32's own Q4_K decoder gives every second 32-weight sub-block the wrong scale.
-    Q2_K and Q6_K are dequantized by MLX to float16; F32, F16 are kept, BF16 becomes
-    float16. Other types (Q5_x, Q3_K, IQ*) are refused: MLX cannot read them;
-  - llama.cpp stores the Q and K projections permuted for its interleaved RoPE; the
-    permutation is undone so the folder is an ordinary Hugging Face-layout Llama;
+    models llama.cpp stores as "llama") and ``qwen2`` (Qwen2, Qwen2.5: Q/K/V biases, tied
+    or untied embeddings), dense models only; anything else is refused;
+  - every tensor is decoded from the file's bytes (``gguf/quants.py``; ``mx.load`` refuses
+    a whole file for one Q5_0 tensor, and MLX 0.32 decodes Q4_K wrongly). Q4_0, Q4_1,
+    Q5_0, Q5_1 and Q8_0 become MLX affine weights of 4, 5 or 8 bits (group size 32)
+    without loss; Q4_K becomes MLX 4-bit (its sub-block scales rounded once to float16);
+    Q6_K and Q2_K, whose 16-weight sub-blocks no MLX layout holds, become float16; F32
+    and F16 are kept, BF16 becomes float16. Other types (Q3_K, Q5_K, IQ*, ...) are refused;
+  - llama.cpp stores a llama's Q and K projections permuted for its interleaved RoPE; the
+    permutation is undone so the folder is an ordinary Hugging Face-layout Llama (qwen2
+    files are not permuted);
   - Llama 3.1/3.2's ``rope_freqs`` tensor becomes the matching ``rope_scaling`` entry;
   - the tokenizer is rebuilt as a ``tokenizer.json`` from the GGUF metadata: ``gpt2``
     (byte-level BPE, with the pre-tokenizer llama.cpp names in ``tokenizer.ggml.pre``) or

@@ -1,5 +1,5 @@
-"""A GGUF llama model as an MLX model folder: tensor names, the RoPE permutation undone,
-config.json and rope scaling from the metadata, the weights saved in shards."""
+"""A GGUF llama or qwen2 model as an MLX model folder: tensor names, llama's RoPE
+permutation undone, config.json and rope scaling from the metadata, the weights saved in shards."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hermes_tui.hub.gguf.header import MLX_QUANTIZED, GGUFHeader, md_value
-from hermes_tui.hub.gguf.quants import q4_k_to_mlx, spot_check
+from hermes_tui.hub.gguf.header import GGUFHeader, md_value, read_gguf_header
+from hermes_tui.hub.gguf.quants import tensor_to_mlx
 from hermes_tui.hub.gguf.tokenizer import build_tokenizer
 from hermes_tui.hub.import_common import (
     SHARD_BYTES,
@@ -19,14 +19,13 @@ from hermes_tui.hub.import_common import (
     write_json,
 )
 
-# llama.cpp tensor names -> mlx_lm llama names (the suffix, .weight/.scales/.biases/.bias,
-# is kept).
-_LLAMA_GLOBAL = {
+# llama.cpp tensor names -> mlx_lm llama / qwen2 names (the two share them).
+_GLOBAL = {
     "token_embd": "model.embed_tokens",
     "output_norm": "model.norm",
     "output": "lm_head",
 }
-_LLAMA_BLOCK = {
+_BLOCK = {
     "attn_norm": "input_layernorm",
     "attn_q": "self_attn.q_proj",
     "attn_k": "self_attn.k_proj",
@@ -37,22 +36,22 @@ _LLAMA_BLOCK = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_BLOCK_NAME = re.compile(r"blk\.(\d+)\.([a-z_]+)\.(weight|scales|biases|bias)")
-_GLOBAL_NAME = re.compile(r"([a-z_]+)\.(weight|scales|biases|bias)")
+# Tensors with a ".bias": Qwen2's Q/K/V projections (convert_hf_to_gguf.py keeps them).
+_BIASED = {"llama": (), "qwen2": ("attn_q", "attn_k", "attn_v")}
+_MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+_BLOCK_NAME = re.compile(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)")
+_GLOBAL_NAME = re.compile(r"([a-z_]+)\.(weight)")
 
 
-def _mlx_name(gguf_name: str) -> tuple[str, str | None]:
-    """(MLX name, llama.cpp role such as "attn_q") for a tensor name from mx.load."""
-    # mx.load names the packed part of a quantized tensor without ".weight" in some
-    # versions ("t", "t.scales", "t.biases"); treat a bare name as the weight.
-    name = gguf_name if re.search(r"\.(weight|scales|biases|bias)$", gguf_name) else gguf_name + ".weight"
-    m = _BLOCK_NAME.fullmatch(name)
-    if m and m.group(2) in _LLAMA_BLOCK:
-        return f"model.layers.{m.group(1)}.{_LLAMA_BLOCK[m.group(2)]}.{m.group(3)}", m.group(2)
-    m = _GLOBAL_NAME.fullmatch(name)
-    if m and m.group(1) in _LLAMA_GLOBAL:
-        return f"{_LLAMA_GLOBAL[m.group(1)]}.{m.group(2)}", m.group(1)
-    raise ModelImportError(f"unexpected tensor {gguf_name!r} for a llama model (not a plain dense Llama?)")
+def _mlx_name(gguf_name: str, arch: str) -> tuple[str, str, str]:
+    """(MLX module name, llama.cpp role such as "attn_q", "weight" or "bias") of a GGUF tensor."""
+    m = _BLOCK_NAME.fullmatch(gguf_name)
+    if m and m.group(2) in _BLOCK and (m.group(3) == "weight" or m.group(2) in _BIASED[arch]):
+        return f"model.layers.{m.group(1)}.{_BLOCK[m.group(2)]}", m.group(2), m.group(3)
+    m = _GLOBAL_NAME.fullmatch(gguf_name)
+    if m and m.group(1) in _GLOBAL:
+        return _GLOBAL[m.group(1)], m.group(1), m.group(2)
+    raise ModelImportError(f"unexpected tensor {gguf_name!r} for a {arch} model (not a plain dense {arch}?)")
 
 
 def _unpermute_rows(a, n_head: int):
@@ -62,6 +61,8 @@ def _unpermute_rows(a, n_head: int):
     two halves of each head. The converter reorders each head's rows from
     [x0..x(h/2-1), y0..y(h/2-1)] to [x0, y0, x1, y1, ...]; this puts them back. It is a
     row permutation, so it applies to quantized weights, scales and biases alike.
+    Only llama is permuted: ``Qwen2Model`` in convert_hf_to_gguf.py writes Q/K as they are
+    (llama.cpp runs qwen2 with NEOX-style RoPE, the Hugging Face layout).
     """
     rows = a.shape[0]
     if rows % (2 * n_head):
@@ -75,50 +76,41 @@ def convert_gguf(path: Path, header: GGUFHeader, out: Path, progress: ProgressFn
 
     if progress:
         progress("reading", 0, 1)
-    try:
-        weights, metadata = mx.load(str(path), return_metadata=True)
-    except Exception as exc:  # noqa: BLE001 - MLX raises RuntimeError/ValueError for bad files
-        raise ModelImportError(f"{path.name}: MLX cannot read this GGUF ({brief(exc)})") from None
+    full = read_gguf_header(path, arrays=True)  # the metadata with its arrays (tokenizer)
+    metadata = full.metadata
     if progress:
         progress("reading", 1, 1)
 
-    by_name = {t.name: t for t in header.tensors}
-    config = _llama_config(metadata, header, path)
-    freqs = weights.pop("rope_freqs.weight", weights.pop("rope_freqs", None))
+    arch = full.architecture
+    config = _model_config(arch, metadata, full, path)
+    tensors = [t for t in full.tensors if t.name != "rope_freqs.weight"]
+    freqs = next((t for t in full.tensors if t.name == "rope_freqs.weight"), None)
     if freqs is not None:
+        if arch != "llama":
+            raise ModelImportError(f"{path.name}: a rope_freqs tensor in a {arch} model is not supported")
         if "rope_scaling" in config:
             raise ModelImportError(f"{path.name}: both rope_freqs and {config['rope_scaling']} scaling")
-        config["rope_scaling"] = _llama3_scaling_from_freqs(freqs.astype(mx.float32), config, path)
+        values = tensor_to_mlx(path, freqs)["weight"].astype(mx.float32)
+        config["rope_scaling"] = _llama3_scaling_from_freqs(values, config, path)
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
 
-    # Q4_K: MLX's decoder is wrong; repack from the file's bytes instead.
-    for t in header.tensors:
-        if t.type_name == "Q4_K":
-            base = t.name[: -len(".weight")] if t.name.endswith(".weight") else t.name
-            for key in (t.name, base, base + ".scales", base + ".biases"):
-                weights.pop(key, None)
-            w, s, b = q4_k_to_mlx(path, t)
-            weights.update({t.name: w, base + ".scales": s, base + ".biases": b})
-        elif t.type_name in MLX_QUANTIZED:
-            spot_check(path, t, weights)
-        elif t.type_name == "BF16":
-            arr = weights.get(t.name)
-            if arr is not None and bool(mx.any(mx.isinf(arr)).item()):
-                raise ModelImportError(f"{path.name}: BF16 tensor {t.name} overflows float16")
-
     converted: dict[str, Any] = {}
-    total = len(weights)
-    for i, (gguf_name, arr) in enumerate(sorted(weights.items())):
-        mlx_name, role = _mlx_name(gguf_name)
-        if role == "attn_q":
-            arr = _unpermute_rows(arr, n_head)
-        elif role == "attn_k":
-            arr = _unpermute_rows(arr, n_kv)
-        converted[mlx_name] = arr
+    for i, t in enumerate(tensors):
+        try:
+            module, role, suffix = _mlx_name(t.name, arch)
+        except ModelImportError as exc:
+            raise ModelImportError(f"{path.name}: {exc}") from None
+        parts = tensor_to_mlx(path, t)
+        if suffix == "bias" and set(parts) != {"weight"}:
+            raise ModelImportError(f"{path.name}: quantized bias {t.name} ({t.type_name}) is not supported")
+        for kind, arr in parts.items():
+            if arch == "llama" and role in ("attn_q", "attn_k"):
+                arr = _unpermute_rows(arr, n_head if role == "attn_q" else n_kv)
+            converted[f"{module}.{'bias' if suffix == 'bias' else kind}"] = arr
         if progress:
-            progress("converting", i + 1, total)
+            progress("converting", i + 1, len(tensors))
 
-    _check_shapes(converted, config, path)
+    _check_shapes(converted, config, arch, path)
     config["tie_word_embeddings"] = "lm_head.weight" not in converted
     quantization = _quantization_entry(converted)
     if quantization:
@@ -127,7 +119,7 @@ def convert_gguf(path: Path, header: GGUFHeader, out: Path, progress: ProgressFn
     config["imported_from"] = {
         "format": "gguf",
         "file": path.name,
-        "tensor_types": dict(sorted(Counter(t.type_name for t in by_name.values()).items())),
+        "tensor_types": dict(sorted(Counter(t.type_name for t in full.tensors).items())),
     }
 
     try:
@@ -152,9 +144,8 @@ def _md_float(metadata: dict, key: str, default: float | None = None) -> float |
     return float(f"{float(value):.7g}")
 
 
-def _llama_config(metadata: dict, header: GGUFHeader, path: Path) -> dict[str, Any]:
-    arch = "llama"
-
+def _model_config(arch: str, metadata: dict, header: GGUFHeader, path: Path) -> dict[str, Any]:
+    """config.json for mlx_lm's llama or qwen2 model from the ``{arch}.*`` metadata."""
     def need(key: str) -> Any:
         value = md_value(metadata, f"{arch}.{key}")
         if value is None:
@@ -171,6 +162,8 @@ def _llama_config(metadata: dict, header: GGUFHeader, path: Path) -> dict[str, A
         raise ModelImportError(
             f"{path.name}: unusual attention shape (key {head_dim}, value {value_dim}, rope {rope_dims}) not supported"
         )
+    if arch == "qwen2" and head_dim * n_head != hidden:  # mlx_lm's qwen2 derives head_dim
+        raise ModelImportError(f"{path.name}: qwen2 head size {head_dim} x {n_head} heads is not {hidden}")
     embed = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
     if embed is None:
         raise ModelImportError(f"{path.name}: no token_embd.weight tensor")
@@ -180,8 +173,8 @@ def _llama_config(metadata: dict, header: GGUFHeader, path: Path) -> dict[str, A
         raise ModelImportError(f"{path.name}: {n_tokens} tokens but only {vocab_size} embedding rows")
 
     config: dict[str, Any] = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
+        "model_type": arch,
+        "architectures": [_MODEL_TYPES[arch]],
         "hidden_size": hidden,
         "num_hidden_layers": int(need("block_count")),
         "intermediate_size": int(need("feed_forward_length")),
@@ -193,7 +186,7 @@ def _llama_config(metadata: dict, header: GGUFHeader, path: Path) -> dict[str, A
         "rope_theta": _md_float(metadata, f"{arch}.rope.freq_base", 10000.0),
         "max_position_embeddings": int(md_value(metadata, f"{arch}.context_length", 2048)),
     }
-    rope_scaling = _rope_scaling(metadata, config, path)
+    rope_scaling = _rope_scaling(arch, metadata, path)
     if rope_scaling:
         config["rope_scaling"] = rope_scaling
     return config
@@ -221,13 +214,13 @@ def llama3_rope_factors(
     return factors
 
 
-def _rope_scaling(metadata: dict, config: dict, path: Path) -> dict | None:
+def _rope_scaling(arch: str, metadata: dict, path: Path) -> dict | None:
     """RoPE scaling named in the metadata (Llama 3's ``rope_freqs`` tensor is handled apart)."""
-    kind = md_value(metadata, "llama.rope.scaling.type")
+    kind = md_value(metadata, f"{arch}.rope.scaling.type")
     if kind in (None, "none", ""):
         return None
     if kind == "linear":
-        return {"type": "linear", "factor": _md_float(metadata, "llama.rope.scaling.factor", 1.0)}
+        return {"type": "linear", "factor": _md_float(metadata, f"{arch}.rope.scaling.factor", 1.0)}
     raise ModelImportError(f"{path.name}: RoPE scaling {kind!r} is not supported")
 
 
@@ -249,7 +242,7 @@ def _llama3_scaling_from_freqs(freqs, config: dict, path: Path) -> dict:
     raise ModelImportError(f"{path.name}: rope_freqs does not match Llama 3 RoPE scaling; not supported")
 
 
-def _check_shapes(weights: dict, config: dict, path: Path) -> None:
+def _check_shapes(weights: dict, config: dict, arch: str, path: Path) -> None:
     """Catch a GGUF whose tensors disagree with its metadata before writing anything."""
     hidden, head_dim = config["hidden_size"], config["head_dim"]
     expected_rows = {
@@ -263,16 +256,20 @@ def _check_shapes(weights: dict, config: dict, path: Path) -> None:
         "mlp.down_proj": hidden,
     }
     for name, arr in weights.items():
-        if not name.endswith(".weight") or arr.ndim != 2:
+        kind = name.rpartition(".")[2]
+        if (kind, arr.ndim) not in (("weight", 2), ("bias", 1)):
             continue
         for part, rows in expected_rows.items():
-            if f"{part}.weight" in name and arr.shape[0] != rows:
+            if f"{part}.{kind}" in name and arr.shape[0] != rows:
                 raise ModelImportError(
                     f"{path.name}: tensor for {name} has {arr.shape[0]} rows, the metadata implies {rows}"
                 )
     for i in range(config["num_hidden_layers"]):
         if f"model.layers.{i}.self_attn.q_proj.weight" not in weights:
             raise ModelImportError(f"{path.name}: layer {i} has no attention weights")
+        for role in _BIASED[arch]:
+            if f"model.layers.{i}.{_BLOCK[role]}.bias" not in weights:
+                raise ModelImportError(f"{path.name}: layer {i} has no {role}.bias ({arch} has Q/K/V biases)")
 
 
 def _quantization_entry(weights: dict) -> dict | None:

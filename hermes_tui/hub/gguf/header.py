@@ -28,9 +28,9 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56),
     30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
 }
-# What this importer handles (what MLX reads correctly, plus Q4_K which is repacked here).
-MLX_QUANTIZED = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 8}  # -> MLX affine, group size 32
-READABLE_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q2_K", "Q6_K")
+# What this importer converts (quants.py decodes each from the file's bytes): the 32-weight
+# block types and Q4_K become MLX affine weights without loss, Q2_K and Q6_K float16.
+READABLE_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q4_K", "Q6_K")
 
 # GGUF metadata value types: struct format of the scalars; 8 = string, 9 = array.
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -65,23 +65,23 @@ def has_gguf_magic(path: Path) -> bool:
         return False
 
 
-def read_gguf_header(path: Path) -> GGUFHeader:
+def read_gguf_header(path: Path, *, arrays: bool = False) -> GGUFHeader:
     """Parse the header and tensor table of a GGUF file (not the tensor data).
 
-    Array values (token lists, merges) are skipped, not decoded: this is a quick
-    validation pass; ``mx.load`` reads the full metadata.
+    Array values (token lists, merges) are skipped and recorded by length unless
+    ``arrays`` is true: then they are decoded into lists (what the tokenizer needs).
     """
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
-            return _parse_gguf_header(f, size)
+            return _parse_gguf_header(f, size, arrays)
     except (struct.error, EOFError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ModelImportError(f"{path}: truncated or corrupt GGUF file ({brief(exc)})") from None
     except OSError as exc:
         raise ModelImportError(f"{path}: cannot read ({brief(exc)})") from None
 
 
-def _parse_gguf_header(f, size: int) -> GGUFHeader:
+def _parse_gguf_header(f, size: int, arrays: bool = False) -> GGUFHeader:
     def read(n: int) -> bytes:
         data = f.read(n)
         if len(data) != n:
@@ -106,6 +106,13 @@ def _parse_gguf_header(f, size: int) -> GGUFHeader:
             item_type, count = unpack("<I"), unpack("<Q")
             if count > size:
                 raise ValueError("array length out of range")
+            if arrays and item_type in _GGUF_SCALARS:
+                import numpy as np
+
+                fmt = _GGUF_SCALARS[item_type]
+                return np.frombuffer(read(count * struct.calcsize(fmt)), dtype=np.dtype(fmt)).tolist()
+            if arrays and item_type == 8:
+                return [string() for _ in range(count)]
             if item_type in _GGUF_SCALARS:
                 f.seek(count * struct.calcsize(_GGUF_SCALARS[item_type]), 1)
             elif item_type == 8:
@@ -115,8 +122,9 @@ def _parse_gguf_header(f, size: int) -> GGUFHeader:
                         raise ValueError("string length out of range")
                     f.seek(n, 1)
             else:  # nested arrays: not used by llama.cpp's writers
-                for _ in range(count):
-                    skip_value(item_type)
+                values = [skip_value(item_type) for _ in range(count)]
+                if arrays:
+                    return values
             return ArrayLength(count)
         raise ValueError(f"unknown metadata value type {vtype}")
 
@@ -189,7 +197,7 @@ def check_gguf_header(path: Path, header: GGUFHeader) -> None:
 
 
 def md_value(metadata: dict, key: str, default: Any = None) -> Any:
-    """A metadata value as plain Python (mx.load gives 0-d arrays for numbers)."""
+    """A metadata value as plain Python (0-d arrays, as mx.load gives numbers, unwrapped)."""
     value = metadata.get(key, default)
     if hasattr(value, "tolist"):
         value = value.tolist()
