@@ -11,6 +11,7 @@ from hermes_tui.compaction import user_floor
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.state import recover_state
 from hermes_tui.conversation import Conversation
+from hermes_tui.tokens import count_message
 from hermes_tui.transcript import Message
 
 SECRET = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4" + "7Q"
@@ -150,3 +151,15 @@ def test_quotes_do_not_count_toward_the_defrag_threshold():
     report = compactor.micro_pass(conv)
     assert report.outcome == "absorbed", report.outcome
     assert compactor.state.quotes == quotes
+
+
+def test_user_messages_adding_up_to_exactly_the_budget_all_stay_verbatim():
+    """The floor holds the newest user messages while they add up to at most the budget:
+    exactly the budget is inside it (``>``, not ``>=``)."""
+    compactor, _ = floor_compactor(0)
+    messages = chatty(5, user_size=10)
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    counter = compactor.ctx.counter
+    newest_two = sum(count_message(counter, messages[i]) for i in users[-2:])
+    assert user_floor.foldable_users(messages, 0, len(messages), counter, newest_two) == users[:-2]
+    assert user_floor.foldable_users(messages, 0, len(messages), counter, newest_two - 1) == users[:-1]
