@@ -2,6 +2,7 @@
 
     uv run python benchmarks/bench_pass_overhead.py [--sizes 250 1000 4000] [--passes 200]
                                                     [--profile] [--json]
+    uv run python benchmarks/bench_pass_overhead.py --long 1600 --limit 32768 [--profile]
 
 The goal (spec: "the per-turn cost stays bounded no matter how long the
 conversation gets"): a pass costs O(exchange), not O(transcript). So the same pass
@@ -52,6 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hermes_tui.compaction import user_floor
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
@@ -102,6 +104,8 @@ class InstantStubSummarizer:
         started = time.perf_counter()
         if request.kind == "batch":
             text = "- condensed earlier work (benchmark stub)."
+        elif request.kind == "defrag":  # consolidates to two notes: always shrinks (--long only)
+            text = "\n".join(self.NOTES[:2])
         elif len(request.summary) < SUMMARY_TARGET_CHARS:
             note = self.NOTES[self.calls % len(self.NOTES)]
             text = f"{request.summary}\n{note}" if request.summary else note
@@ -145,8 +149,11 @@ def load_pool(paths: list[Path]) -> tuple[Message | None, list[list[Message]], l
 class TranscriptSource:
     """An endless stream of fresh copies of real exchanges (new ids), a user message now and then."""
 
-    def __init__(self, pool: tuple[Message | None, list[list[Message]], list[Message]]):
+    def __init__(self, pool: tuple[Message | None, list[list[Message]], list[Message]], user_every: int = USER_EVERY,
+                 short_users: bool = False):
         self.system, self.exchanges, self.users = pool
+        self.user_every = user_every
+        self.short_users = short_users  # after the task, what a user says in a chatty session
         self.next_exchange = 0
         self.next_user = 0
         self.ids = count()
@@ -158,12 +165,14 @@ class TranscriptSource:
     def _user(self) -> Message:
         msg = self.users[self.next_user % len(self.users)]
         self.next_user += 1
+        if self.short_users and self.next_user > 1:
+            return Message(role="user", content=SHORT_USERS[self.next_user % len(SHORT_USERS)].format(n=self.next_user))
         return _copy(msg)
 
     def chunk(self) -> list[Message]:
         """The next exchange, preceded every USER_EVERY exchanges by a user message."""
         out = []
-        if self.next_exchange and self.next_exchange % USER_EVERY == 0:
+        if self.next_exchange and self.next_exchange % self.user_every == 0:
             out.append(self._user())
         template = self.exchanges[self.next_exchange % len(self.exchanges)]
         self.next_exchange += 1
@@ -287,6 +296,103 @@ def time_batch(size: int, pool, limit: int, reps: int) -> dict:
     }
 
 
+# --- a long session: what the quoted user messages cost a pass ---------------------------
+
+SHORT_USERS = [
+    "ok, go on ({n})", "yes, do that ({n})", "now run the tests again ({n})", "looks good, continue ({n})",
+    "why did that fail? ({n})", "keep the helper as it is ({n})", "try the other file ({n})", "stop, revert that ({n})",
+]
+LONG = CompressionConfig(micro_compact_mode="merge", fact_guard=False, policy="per_turn")
+EARLY, LATE = (200, 400), (800, 1_600)  # turns compared, as a fraction of 1,600 turns
+
+
+def long_session(turns: int, pool, limit: int, *, profile: bool) -> dict:
+    """One session of ``turns`` turns (a user message and an exchange each), passes as the
+    app runs them (``per_turn``; window pressure on, so defrags fold old user messages and
+    quote them). Per turn: the engine's time in its micro passes, the stub's subtracted.
+    Batch, when the window still overflows, runs untimed (it is O(middle) by design)."""
+    counter = EstimateCounter()
+    stub = InstantStubSummarizer()
+    compactor = build_compactor(LONG, summarizer=stub, counter=counter, context_limit=limit, session_id="bench")
+    source = TranscriptSource(pool, user_every=1, short_users=True)
+    conv = Conversation(source.opening(), counter=counter)
+    profiler = cProfile.Profile() if profile else None
+    late_from = turns * LATE[0] // LATE[1]
+    per_turn_us: list[float] = []
+    quotes: list[int] = []
+    outcomes: dict[str, int] = {}
+    batches = 0
+    for turn in range(turns):
+        conv.extend(source.chunk())
+        stub_s = 0.0
+        original = stub.summarize
+
+        def timed(request, *, max_tokens, _original=original):
+            nonlocal stub_s
+            completion = _original(request, max_tokens=max_tokens)
+            stub_s += stub.last_s
+            return completion
+
+        stub.summarize = timed  # type: ignore[method-assign]
+        profiling = profiler is not None and turn >= late_from
+        if profiling:
+            profiler.enable()
+        started = time.perf_counter()
+        decision = compactor.decide(conv)
+        reports = compactor.micro_passes(conv, decision) if decision.kind == "micro" else []
+        elapsed = time.perf_counter() - started
+        if profiling:
+            profiler.disable()
+        stub.summarize = original  # type: ignore[method-assign]
+        per_turn_us.append((elapsed - stub_s) * 1e6)
+        for report in reports:
+            outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
+        if conv.total_tokens > compactor.ctx.window.threshold_tokens:
+            batches += compactor.compress(conv).outcome == "compressed"
+        quotes.append(len(compactor.state.quotes))
+
+    def span(lo: int, hi: int) -> tuple[int, int]:
+        return turns * lo // LATE[1], turns * hi // LATE[1]
+
+    early, late = span(*EARLY), span(*LATE)
+    early_us = statistics.mean(per_turn_us[early[0]:early[1]])
+    late_us = statistics.mean(per_turn_us[late[0]:late[1]])
+    profile_text = None
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+        profile_text = out.getvalue()
+    return {
+        "turns": turns, "context_limit": limit,
+        "early_turns": list(early), "late_turns": list(late),
+        "early_ms_per_turn": early_us / 1000, "late_ms_per_turn": late_us / 1000,
+        "ratio": late_us / early_us, "max_ratio": MAX_RATIO,
+        "quotes_early": max(quotes[early[0]:early[1]]), "quotes_late": max(quotes[late[0]:late[1]]),
+        "quote_tokens_end": user_floor.section_tokens(counter, compactor.state.quotes),
+        "quote_budget_tokens": compactor.ctx.quote_budget_tokens,
+        "outcomes": outcomes, "batch_compactions": batches,
+        "profile": profile_text,
+    }
+
+
+def print_long(result: dict) -> None:
+    r = result
+    print(f"Long session: {r['turns']} turns (a user message and an exchange each), per_turn passes, "
+          f"context window {r['context_limit']:,}")
+    print(f"  summarizer: {InstantStubSummarizer.model_name} -- returns instantly; its own time is subtracted")
+    print(f"  quotes at the end: {r['quotes_late']} ({r['quote_tokens_end']:,} of {r['quote_budget_tokens']:,} "
+          f"tokens); outcomes {r['outcomes']}; batch compactions {r['batch_compactions']} (untimed)")
+    print(f"  turns {r['early_turns'][0]}-{r['early_turns'][1]}: {r['early_ms_per_turn']:.2f} ms per turn "
+          f"(quotes up to {r['quotes_early']})")
+    print(f"  turns {r['late_turns'][0]}-{r['late_turns'][1]}: {r['late_ms_per_turn']:.2f} ms per turn "
+          f"(quotes up to {r['quotes_late']})")
+    verdict = "OK" if r["ratio"] <= MAX_RATIO else "FAIL"
+    print(f"  late / early = {r['ratio']:.2f}  (limit {MAX_RATIO}) -> {verdict}")
+    if r["profile"]:
+        print("\ncProfile of the late turns' micro passes (cumulative):")
+        print(r["profile"])
+
+
 # --- main -------------------------------------------------------------------------------
 
 
@@ -301,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-reps", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="profile the passes at the largest size")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--long", type=int, metavar="TURNS", help="instead: one session of TURNS turns, "
+                        "comparing the engine's time per turn late (the last half) with early (turns 1/8-1/4)")
     args = parser.parse_args(argv)
 
     paths = args.sessions or sorted(SESSIONS.glob("*.json")) or [DEMO_SESSION]
@@ -308,6 +416,15 @@ def main(argv: list[str] | None = None) -> int:
     # Telemetry goes to a log file, as in the app (a line per pass is part of the pass).
     log_dir = tempfile.TemporaryDirectory(prefix="bench_pass_overhead_")
     setup_logging(Path(log_dir.name) / "agent.log")
+
+    if args.long:
+        result = long_session(args.long, pool, args.limit, profile=args.profile)
+        if args.json:
+            print(json.dumps({k: v for k, v in result.items() if k != "profile"}, indent=1))
+        else:
+            print_long(result)
+        log_dir.cleanup()
+        return 0 if result["ratio"] <= MAX_RATIO else 1
 
     sizes = sorted(args.sizes)
     lanes = [Lane(size, pool, args.limit) for size in sizes]

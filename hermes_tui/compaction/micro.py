@@ -158,7 +158,10 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     redacted = [redact_message(m) for m in exchange]
     append = ctx.mode == APPEND
     request = SummaryRequest("append" if append else "absorb", body, redacted)
-    max_tokens = generation_budget(ctx, exchange_tokens if append else replaced_tokens)
+    # A merge reply replaces what the model was given, the body and the exchange; the Facts
+    # section it never saw is the guard's, fitted below into what the pass may spend.
+    given_tokens = exchange_tokens + ctx.counter.count_text(body)
+    max_tokens = generation_budget(ctx, exchange_tokens if append else given_tokens)
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
     except SummarizerError as exc:
@@ -168,7 +171,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     # than what it replaces would make the context grow, and is rejected like any grown one.
     scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
     new_body, model_facts, model_tokens, problem = _read_reply(
-        ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=replaced_tokens - scaffold
+        ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=given_tokens - scaffold
     )
     if problem:
         return _failed(state, exchange, stats, problem, end)

@@ -22,6 +22,7 @@ the tests", so the instruction check applies to the rest of the summary only.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -103,19 +104,79 @@ def without_section(summary: str, quotes: Sequence[Quote]) -> str:
     return summary
 
 
+# The section's count, per quotes tuple. A pass reads it several times, and the state keeps
+# the same tuple from pass to pass (only a defrag or a batch changes the quotes), so it is
+# counted once per change of the quotes, not once per read: a pass stays O(exchange) however
+# many messages the summary quotes. Exact: it is the counter's count of the rendered section.
+# Keyed by identity (the entry holds the tuple, so its id is not reused while cached).
+_COUNTED: dict[int, tuple[tuple[Quote, ...], TokenCounter, int]] = {}
+_COUNTED_MAX = 32
+_counted_lock = threading.Lock()
+
+
 def section_tokens(counter: TokenCounter, quotes: Sequence[Quote]) -> int:
-    return counter.count_text(render_section(quotes)) if quotes else 0
+    if not quotes:
+        return 0
+    if not isinstance(quotes, tuple):  # a list may change: counted every time
+        return counter.count_text(render_section(quotes))
+    with _counted_lock:
+        hit = _COUNTED.get(id(quotes))
+    if hit is not None and hit[0] is quotes and hit[1] is counter:
+        return hit[2]
+    tokens = counter.count_text(render_section(quotes))
+    with _counted_lock:
+        if len(_COUNTED) >= _COUNTED_MAX:
+            del _COUNTED[next(iter(_COUNTED))]
+        _COUNTED[id(quotes)] = (quotes, counter, tokens)
+    return tokens
 
 
 def fit(quotes: Sequence[Quote], budget: int, counter: TokenCounter) -> tuple[Quote, ...]:
     """The newest quotes whose section fits ``budget`` tokens, oldest first; a quote that
-    alone is larger than the budget is not quoted (it is folded)."""
-    kept: list[Quote] = []
-    for quote in reversed(quotes):
-        if section_tokens(counter, [quote, *kept]) > budget:
+    alone is larger than the budget is not quoted (it is folded).
+
+    The section's count grows with every quote added, so this is the longest run of newest
+    quotes that fits. Each quote's lines are counted once, and their sum (with the
+    heading's) picks the cut; the counter's count of the rendered section, the only exact
+    one (its rounding is not additive), then confirms it, searching outwards from that cut:
+    a few counts of the section, not one per quote.
+    """
+    quotes = tuple(quotes)
+    n = len(quotes)
+    if not n:
+        return ()
+    newest: dict[int, tuple[Quote, ...]] = {}
+
+    def fits(k: int) -> bool:  # the newest ``k`` quotes' section, counted exactly
+        if k == 0:
+            return True
+        newest[k] = quotes[n - k:]
+        return section_tokens(counter, newest[k]) <= budget
+
+    spent, guess = counter.count_text(HEADING), 0
+    for _, text in reversed(quotes):
+        spent += counter.count_text(_quoted_lines(text))
+        if spent > budget:
             break
-        kept.insert(0, quote)
-    return tuple(kept)
+        guess += 1
+    # ``low`` fits, ``high`` does not (n + 1 stands for "more than there are").
+    if fits(guess):
+        low, high, step = guess, n + 1, 1
+        while low + step <= n and fits(low + step):
+            low, step = low + step, step * 2
+        high = min(high, low + step)
+    else:
+        low, high, step = guess - 1, guess, 1
+        while low > 0 and not fits(low):
+            high, low, step = low, max(0, low - step * 2), step * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return newest.get(low, quotes[n - low:]) if low else ()
+
+
+def _quoted_lines(text: str) -> str:
+    return "\n".join(QUOTE + line for line in text.split("\n"))
 
 
 def read_quotes(raw: object, summary: str) -> tuple[Quote, ...] | None:

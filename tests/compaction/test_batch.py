@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from helpers import (
     ScriptedSummarizer,
     agent_session,
@@ -9,9 +11,12 @@ from helpers import (
     failing,
     make_compactor,
     user_texts,
+    words,
 )
 
 from hermes_tui.compaction import batch
+from hermes_tui.tokens import count_message
+from hermes_tui.transcript import BATCH, make_marker
 
 
 def test_batch_keeps_head_tail_and_every_user_message():
@@ -83,3 +88,28 @@ def test_focus_topic_reaches_the_prompt():
     conv.extend(agent_session(exchanges=10, size=150))
     compactor.compress(conv, focus="the database migration")
     assert "the database migration" in summarizer.requests[0].to_chat()[1]["content"]
+
+
+def test_a_batch_marker_that_costs_exactly_what_it_removes_is_rejected():
+    """Batch runs because the window is full: a splice must shrink it. A marker that
+    costs as much as the messages it removes is rejected as grown; one token less lands."""
+    reply = {"text": ""}
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: reply["text"]), micro=False, target_ratio=0.1)
+    compactor.ctx = dataclasses.replace(compactor.ctx, user_verbatim_tokens=100_000)  # no user message folds
+    conv.extend(agent_session(exchanges=12, size=60))
+    counter = compactor.ctx.counter
+    removed = batch.plan_batch(list(conv.messages), compactor.state, compactor.ctx).stats["absorbed_tokens"]
+
+    def marker_cost(text: str) -> int:
+        return count_message(counter, make_marker(BATCH, text, covers=[]))
+
+    texts = [words(n, "w") + tail for n in range(removed) for tail in ("", ".", " x", " ok.")]
+    equal = next(t for t in texts if marker_cost(t) == removed)
+    cheaper = next(t for t in texts if marker_cost(t) == removed - 1)
+
+    reply["text"] = equal
+    report = compactor.compress(conv)
+    assert (report.outcome, report.fields["failure"]) == ("failed", "grown")
+    assert not any(m.is_marker for m in conv.messages)
+    reply["text"] = cheaper
+    assert compactor.compress(conv).outcome == "compressed"

@@ -82,6 +82,42 @@ def test_the_passes_of_one_decision_are_planned_on_each_other_and_publish_as_one
     assert compactor.state.tokens_saved_total == saved
 
 
+
+def _planned_passes(compactor, conv):
+    compactor.ctx = dataclasses.replace(compactor.ctx, pressure_share=None)  # one exchange a pass
+    _long_session(compactor, conv, 12)
+    decision = compactor.decide(conv)
+    planned = compactor.plan_micro_passes(list(conv.messages), decision, epoch=conv.epoch)
+    assert len(planned) > 2
+    return planned
+
+
+def test_after_a_pass_whose_store_write_failed_the_passes_planned_on_it_are_dropped():
+    compactor, conv = make_compactor(ScriptedSummarizer(), limit=8_000, policy="watermark", target_ratio=0.05)
+    planned = _planned_passes(compactor, conv)
+    before, state = list(conv.messages), compactor.state
+    writes = []
+
+    def disk_full(result):
+        writes.append(result)
+        raise OSError("disk full")
+
+    reports = compactor.publish_all(conv, planned, disk_full)
+    assert [r.outcome for r in reports] == ["store_failed"]
+    assert len(writes) == 1 and conv.messages == before
+    assert compactor.state.marker_id == state.marker_id and compactor.state.cursor == state.cursor
+
+
+def test_after_a_stale_pass_the_passes_planned_on_it_are_dropped():
+    compactor, conv = make_compactor(ScriptedSummarizer(), limit=8_000, policy="watermark", target_ratio=0.05)
+    planned = _planned_passes(compactor, conv)
+    conv.replace_all(list(conv.messages)[:-1])  # rewound while the passes were planned
+    before, writes = list(conv.messages), []
+    reports = compactor.publish_all(conv, planned, writes.append)
+    assert [r.outcome for r in reports] == ["stale"]
+    assert writes == [] and conv.messages == before
+
+
 def test_the_synchronous_path_runs_the_same_passes():
     compactor, conv = make_compactor(ScriptedSummarizer(), limit=8_000, policy="watermark", target_ratio=0.05)
     compactor.ctx = dataclasses.replace(compactor.ctx, pressure_share=None)

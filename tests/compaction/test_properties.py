@@ -751,3 +751,64 @@ CompactionMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestCompaction = CompactionMachine.TestCase
+
+
+# --- explicit rule sequences -----------------------------------------------------------
+# The state machine takes no @example: a case hypothesis found once is pinned as the
+# rules it ran, called by hand, each followed by every invariant.
+
+_INVARIANTS = [
+    "users_verbatim_and_in_order", "tool_calls_paired", "one_marker_with_its_summary", "nothing_lost",
+    "head_untouched", "cursor_recovers", "token_total_is_a_recount", "no_secret_in_summaries",
+]
+
+
+def _step(seed: int, *, calls: int = 3, text_size: int = 0, result_sizes=(1, 1, 1)) -> tuple:
+    return ("step", {"text_size": text_size, "calls": calls, "result_sizes": list(result_sizes),
+                     "leave_unanswered": False, "seed": seed, "secret": None, "where": "text", "style": 0})
+
+
+def _run_rules(monkeypatch, cfg: dict, opening: list, rules) -> None:
+    """Set the machine up on ``opening``, then run each rule; invariants after each."""
+    monkeypatch.setattr(f"{__name__}.event", lambda *_: None)  # event() is for a hypothesis run only
+    machine = CompactionMachine()
+    try:
+        machine.setup(cfg=cfg, system=True, first=("user", 5, 1, None, 0), opening=opening,
+                      leak="sk-proj-" + "A" * 28 + "7Q")
+        for rule_call in [None, *rules]:
+            if rule_call is not None:
+                rule_call(machine)
+            for name in _INVARIANTS:
+                getattr(machine, name)()
+    finally:
+        machine.teardown()
+
+
+def test_a_grown_merge_reply_is_not_absorbed_behind_a_large_facts_section(monkeypatch):
+    """Issue 22, item 9. A merge reply is judged against what the model was given (the
+    summary's body and the exchange), not against the Facts section as well: the model
+    never sees that section, so counting it as replaced let a reply several times its
+    input through, and the fact guard then dropped facts to make room for it.
+
+    Twelve passes answered "short" fill the Facts section (the model's summary keeps no
+    fact); the next exchange is one word, and its "grown" reply (the body, the word and a
+    hundred more) is smaller than body, exchange and Facts together, but not than
+    body and exchange."""
+    cfg = {"limit": 13923, "every_n": 1, "protect_first_n": 0, "fact_guard": True, "defrag_threshold": 2000,
+           "mode": "merge", "target_ratio": 0.3}
+    opening = (
+        [_step(seed) for seed in range(1, 13)]                      # facts: a path per call
+        + [_step(40, calls=0, text_size=1)]                          # the one-word exchange
+        + [_step(seed, calls=1, result_sizes=(400, 1, 1)) for seed in range(20, 26)]  # the tail
+    )
+    passes = [lambda m: m.micro_pass("short", True)] * 12
+
+    def facts_outweigh_the_reply(m):  # what made the reply pass: the case stays the case
+        section = m.counter.count_text(facts.render_section(m.compactor.state.facts))
+        assert section > 250, section
+
+    def grown(m):
+        m.finalize_turn(["grown"], True)
+        assert m.compactor.state.failures == 1  # summarize_failed, "grown" (the oracle checks the reason)
+
+    _run_rules(monkeypatch, cfg, opening, [*passes, facts_outweigh_the_reply, grown])

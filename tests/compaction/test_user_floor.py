@@ -6,11 +6,14 @@ import dataclasses
 import logging
 
 from helpers import ScriptedSummarizer, exchange, make_compactor, user, words
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hermes_tui.compaction import user_floor
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.state import recover_state
 from hermes_tui.conversation import Conversation
+from hermes_tui.tokens import EstimateCounter, count_message
 from hermes_tui.transcript import Message
 
 SECRET = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4" + "7Q"
@@ -150,3 +153,57 @@ def test_quotes_do_not_count_toward_the_defrag_threshold():
     report = compactor.micro_pass(conv)
     assert report.outcome == "absorbed", report.outcome
     assert compactor.state.quotes == quotes
+
+
+def test_user_messages_adding_up_to_exactly_the_budget_all_stay_verbatim():
+    """The floor holds the newest user messages while they add up to at most the budget:
+    exactly the budget is inside it (``>``, not ``>=``)."""
+    compactor, _ = floor_compactor(0)
+    messages = chatty(5, user_size=10)
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    counter = compactor.ctx.counter
+    newest_two = sum(count_message(counter, messages[i]) for i in users[-2:])
+    assert user_floor.foldable_users(messages, 0, len(messages), counter, newest_two) == users[:-2]
+    assert user_floor.foldable_users(messages, 0, len(messages), counter, newest_two - 1) == users[:-1]
+
+
+def _fit_quote_by_quote(quotes, budget, counter):
+    """The definition ``fit`` keeps: add the newest quote while the rendered section fits."""
+    kept: list = []
+    for quote in reversed(quotes):
+        if counter.count_text(user_floor.render_section([quote, *kept])) > budget:
+            break
+        kept.insert(0, quote)
+    return tuple(kept)
+
+
+_QUOTE_WORDS = ["ok", "run", "the", "tests", "app/models.py", "12345", "why?", "  ", "\n", "é", "stop,", "revert"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_QUOTE_WORDS), max_size=30).map(" ".join), max_size=60),
+    budget=st.integers(0, 800),
+)
+def test_fit_keeps_the_newest_quotes_whose_rendered_section_fits(texts, budget):
+    counter = EstimateCounter()
+    quotes = [(f"u{n}", text) for n, text in enumerate(texts)]
+    kept = user_floor.fit(quotes, budget, counter)
+    assert kept == _fit_quote_by_quote(quotes, budget, counter)
+    assert user_floor.section_tokens(counter, kept) == (
+        counter.count_text(user_floor.render_section(kept)) if kept else 0
+    )
+
+
+def test_the_section_count_is_the_counters_for_each_quotes_tuple():
+    counter = EstimateCounter()
+    quotes = (("u1", "run the tests"), ("u2", "now revert app/models.py"))
+    exact = counter.count_text(user_floor.render_section(quotes))
+    assert user_floor.section_tokens(counter, quotes) == exact
+    assert user_floor.section_tokens(counter, quotes) == exact  # read again: the same
+    longer = (*quotes, ("u3", "and push"))
+    assert user_floor.section_tokens(counter, longer) == counter.count_text(user_floor.render_section(longer))
+    listed = [*quotes]
+    assert user_floor.section_tokens(counter, listed) == exact
+    listed.append(("u3", "and push"))  # a list is not remembered: it may change
+    assert user_floor.section_tokens(counter, listed) == counter.count_text(user_floor.render_section(listed))
