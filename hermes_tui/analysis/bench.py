@@ -168,7 +168,9 @@ def _row(index: int, f: dict[str, Any], duration: float, stats: Any) -> PassRow:
     return PassRow(
         index=index,
         outcome=f["outcome"],
-        failure=f.get("failure"),
+        # A pass whose model answers were rejected still absorbs (the exchange's notes); what
+        # the bench measures of the model is why its last answer was not taken.
+        failure=f.get("failure") or (f.get("rejected") or [None])[-1],
         duration_s=round(duration, 4),
         summarizer_s=round(summarizer_ms / 1000, 4) if summarizer_ms is not None else None,
         exchange_tokens=f.get("exchange_tokens"),

@@ -19,7 +19,15 @@ CUT_OFF = "cut_off"            # generation stopped at the token limit: the summ
 GROWN = "grown"                # larger than the exchange and summary it would replace
 INSTRUCTIONS = "instructions"  # addresses the assistant or carries a prompt injection
 NOT_SHRUNK = "not_shrunk"      # a defrag that did not get meaningfully smaller
+REFUSED = "refused"            # the model declined ("I'm sorry, but I can't assist with that.")
+COPIED = "copied"              # the exchange (or the summary) written back instead of notes about it
+TOO_SHORT = "too_short"        # a scrap: too little to stand for what it replaces
+MISSED = "missed"              # "nothing new" for an exchange whose facts the summary does not hold
 # (append mode: GROWN means the new lines are larger than the exchange they replace)
+
+# Reasons that say the model misread the task, not that it was cut short or unreachable:
+# asking the same again gets the same answer, so a retry changes the prompt (micro.py).
+MISREAD = frozenset({EMPTY, REFUSED, COPIED, TOO_SHORT, MISSED, GROWN, INSTRUCTIONS, NOT_SHRUNK})
 
 DEFRAG_MAX_RATIO = 0.6
 
@@ -118,9 +126,12 @@ def _strip_summary_tags(text: str) -> str:
 # --- acceptance -------------------------------------------------------------------------
 
 
-def summary_problem(text: str, *, finish_reason: str | None, new_tokens: int, replaced_tokens: int) -> str | None:
-    """Why an absorb summary is rejected, or None to accept it. ``text`` is cleaned."""
-    problem = _basic_problem(text, finish_reason)
+def summary_problem(
+    text: str, *, finish_reason: str | None, new_tokens: int, replaced_tokens: int, source: str = ""
+) -> str | None:
+    """Why an absorb summary is rejected, or None to accept it. ``text`` is cleaned; ``source``
+    is the material it summarizes, as the model saw it (a copy of it is not a summary)."""
+    problem = _basic_problem(text, finish_reason) or _misread(text, source)
     if problem:
         return problem
     if new_tokens > replaced_tokens:
@@ -131,19 +142,27 @@ def summary_problem(text: str, *, finish_reason: str | None, new_tokens: int, re
 
 
 def append_problem(
-    text: str, *, added: str, finish_reason: str | None, new_tokens: int, exchange_tokens: int
+    text: str, *, added: str, finish_reason: str | None, new_tokens: int, exchange_tokens: int,
+    source: str = "", facts_lacking: bool = False,
 ) -> str | None:
     """Why an append-mode reply is rejected, or None. ``text`` is the cleaned reply,
-    ``added`` what it adds (``new_lines``) and ``new_tokens`` the size of that.
+    ``added`` what it adds (``new_lines``) and ``new_tokens`` the size of that; ``source``
+    the exchange as the model saw it.
 
-    An empty reply is a failure (the model broke); an explicit "NOTHING NEW" is a
-    valid answer: some exchanges add nothing the summary does not already hold.
+    An empty reply is a failure (the model broke). "NOTHING NEW", or lines the summary
+    already holds, is a valid answer only for an exchange that adds nothing: when the
+    summary lacks facts of the exchange (``facts_lacking``) it is a miss.
     """
-    problem = _basic_problem(text, finish_reason)
+    # A copy is judged on what the reply adds: lines the summary already holds are dropped.
+    problem = _basic_problem(text, finish_reason) or _misread(text, "") or _misread(added, source)
     if problem:
         return problem
+    if not added.strip():
+        return MISSED if facts_lacking else None
     if new_tokens > exchange_tokens:
         return GROWN
+    if _scrap(added):
+        return TOO_SHORT
     if looks_like_instructions(added):
         return INSTRUCTIONS
     return None
@@ -152,36 +171,71 @@ def append_problem(
 _NOTHING_NEW = lazy_compile(r"[\W_]*nothing new[\W_]*", re.IGNORECASE)
 
 
+# Notes a step may add: the prompt asks for 1 to 4. Past that a small model repeats itself or
+# invents (the 0.5B wrote "installed pytz" twelve times over, then ran out of tokens).
+MAX_NEW_LINES = 4
+
+
 def new_lines(text: str, summary: str) -> str:
-    """What an append-mode reply adds to ``summary``.
+    """What an append-mode reply adds to ``summary``: its first ``MAX_NEW_LINES`` lines that
+    are not already there.
 
     The "NOTHING NEW" answer adds nothing. A model that echoes the summary before its
     new lines (a literal-minded one will) has the echo cut off, and a line the summary
-    already holds word for word is dropped, so the summary never repeats itself.
+    (or the reply itself, above it) already holds word for word is dropped, so the
+    summary never repeats itself.
     """
     if summary and text.startswith(summary):
         text = text[len(summary):]
     held = {line.strip() for line in summary.splitlines() if line.strip()}
-    kept = [
-        line for line in text.split("\n")
-        if not line.strip() or (line.strip() not in held and not _NOTHING_NEW.fullmatch(line))
-    ]
+    kept: list[str] = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped and (stripped in held or _NOTHING_NEW.fullmatch(line)):
+            continue
+        if stripped and sum(1 for k in kept if k.strip()) == MAX_NEW_LINES:
+            break
+        held.add(stripped)
+        kept.append(line)
     added = "\n".join(kept).strip("\n")
     return added if added.strip() else ""
 
 
 def defrag_problem(
-    text: str, *, finish_reason: str | None, new_tokens: int, input_tokens: int, max_ratio: float = DEFRAG_MAX_RATIO
+    text: str, *, finish_reason: str | None, new_tokens: int, input_tokens: int, max_ratio: float = DEFRAG_MAX_RATIO,
+    source: str = "",
 ) -> str | None:
-    """Why a defrag result is rejected, or None. It must shrink to ``max_ratio`` of its input."""
-    problem = _basic_problem(text, finish_reason)
+    """Why a defrag result is rejected, or None. It must shrink to ``max_ratio`` of its input,
+    and keep at least ``DEFRAG_MIN_SHARE`` of it: a few words cannot stand for a summary."""
+    problem = _basic_problem(text, finish_reason) or _misread(text, "")
     if problem:
         return problem
     if new_tokens > max_ratio * input_tokens:
         return NOT_SHRUNK
+    if new_tokens < min(DEFRAG_MIN_TOKENS, DEFRAG_MIN_SHARE * input_tokens):
+        return TOO_SHORT
     if looks_like_instructions(text):
         return INSTRUCTIONS
     return None
+
+
+# A defrag keeps at least this share of its input, up to this many tokens: 13 tokens for a
+# 5,891-token summary is a scrap, not a consolidation.
+DEFRAG_MIN_SHARE = 0.02
+DEFRAG_MIN_TOKENS = 100
+
+
+def _misread(text: str, source: str) -> str | None:
+    if is_refusal(text):
+        return REFUSED
+    if source and is_copy(text, source):
+        return COPIED
+    return None
+
+
+def _scrap(added: str) -> bool:
+    """New lines with fewer than ``MIN_WORDS`` words: "- The", "Summary", a lone path."""
+    return len(_WORD.findall(added)) < MIN_WORDS
 
 
 def _basic_problem(text: str, finish_reason: str | None) -> str | None:
@@ -259,3 +313,55 @@ _CLAUSE_INSTRUCTIONS = lazy_compile(
 def looks_like_instructions(text: str) -> bool:
     """True when the text addresses the assistant or carries a prompt injection."""
     return bool(_INSTRUCTIONS.search(text) or _CLAUSE_INSTRUCTIONS.search(text))
+
+
+# --- misreadings ------------------------------------------------------------------------
+#
+# Small local models misread the task in a few set ways, each seen on real models here:
+# they decline it (a safety reflex on tool output), or they write the material back
+# instead of notes about it (the 0.5B and the 1.5B copied an exchange nearly whole).
+
+MIN_WORDS = 2
+_WORD = lazy_compile(r"[A-Za-z][\w'-]*")
+
+_REFUSAL = lazy_compile(
+    r"\A\W*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|unfortunately,? i\b"
+    r"|i (?:can(?:no|')t|cannot|am unable to|'m unable to|am not able to|'m not able to|won'?t)"
+    r"[ \t]+(?:assist|help|provide|comply|do that|fulfil|summari[sz]e|complete|process|continue))",
+    re.IGNORECASE,
+)
+# The whole of a short reply that only declines.
+_REFUSAL_ANYWHERE = lazy_compile(
+    r"\bi (?:can(?:no|')t|cannot|am unable to|'m unable to) (?:assist|help) with (?:that|this)\b", re.IGNORECASE
+)
+REFUSAL_MAX_WORDS = 40
+
+COPY_GRAM = 5           # runs of this many words
+COPY_SHARE = 0.6        # a reply with this share of its runs found in the material copied it
+MIN_COPY_RUNS = 8       # shorter replies are judged by the other checks
+
+
+def is_refusal(text: str) -> bool:
+    """The reply declines the task instead of doing it."""
+    head = text.lstrip()[:300]
+    if _REFUSAL.match(head):
+        return True
+    return len(text.split()) <= REFUSAL_MAX_WORDS and bool(_REFUSAL_ANYWHERE.search(text))
+
+
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i:i + COPY_GRAM]) for i in range(len(words) - COPY_GRAM + 1)}
+
+
+def copied_share(text: str, source: str) -> float:
+    """The share of the reply's runs of ``COPY_GRAM`` words that occur in ``source``."""
+    runs = _runs(text)
+    return len(runs & _runs(source)) / len(runs) if runs else 0.0
+
+
+def is_copy(text: str, source: str) -> bool:
+    """The reply is mostly the material written back: notes quote a path or an error line,
+    a copy carries whole runs of it."""
+    runs = _runs(text)
+    return len(runs) >= MIN_COPY_RUNS and len(runs & _runs(source)) >= COPY_SHARE * len(runs)

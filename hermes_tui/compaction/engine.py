@@ -321,6 +321,10 @@ class Compactor:
                 mode=self.ctx.mode,
                 facts_kept=stats.get("facts_kept"),
                 facts_added=stats.get("facts_added"),
+                # Who wrote what was absorbed, and why the model's answers were not taken (reasons only).
+                written_by=stats.get("written_by"),
+                rejected=stats.get("rejected"),
+                model_calls=stats.get("model_calls"),
                 **pass_cost(stats, fields["duration_ms"]),
             )
         else:

@@ -22,7 +22,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from hermes_tui.compaction import checks, facts, user_floor
+from hermes_tui.compaction import checks, facts, notes, prompts, user_floor
 from hermes_tui.compaction.markers import is_marker
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
@@ -74,6 +74,9 @@ class PassContext:
     mode: str = _DEFAULTS.micro_compact_mode
     fact_guard: bool = _DEFAULTS.fact_guard
     user_verbatim_tokens: int | None = _DEFAULTS.user_verbatim_tokens  # None: user_floor's share of the threshold
+    # Append mode: a step under this many tokens gets its deterministic notes without a model
+    # call: notes about it would save next to nothing, and a small local model takes 5-40 s.
+    notes_below_tokens: int = 150
 
     @property
     def facts_budget_tokens(self) -> int:
@@ -133,7 +136,9 @@ def _defrag_reason(
     quote_tokens = user_floor.section_tokens(ctx.counter, state.quotes)
     if state.summary_tokens - facts_tokens - quote_tokens > ctx.defrag_threshold_tokens:
         return "summary_size"
-    if ctx.pressure_share is None or total_tokens is None:
+    if ctx.pressure_share is None or total_tokens is None or not state.summary:
+        # No summary yet: the first pass absorbs. A defrag of nothing but the middle is a
+        # batch compaction in one call, which a small model answered with a scrap.
         return None
     if total_tokens < ctx.pressure_share * ctx.window.threshold_tokens:
         return None
@@ -151,38 +156,55 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     exchange_tokens = count_messages(ctx.counter, exchange)
     # The quotes' section is the engine's: it is kept as it is, so it is not replaced.
     replaced_tokens = exchange_tokens + state.summary_tokens - user_floor.section_tokens(ctx.counter, state.quotes)
-    stats = {"cursor": cursor, "exchange_tokens": exchange_tokens}
+    stats: dict = {"cursor": cursor, "exchange_tokens": exchange_tokens}
+    # A first pass also pays for the marker's scaffolding: a summary that, with it, is larger
+    # than what it replaces would make the context grow, and is rejected like any grown one.
+    scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
 
     # The model sees the summary without the Facts and quotes sections: the engine keeps those.
     body = redact(user_floor.without_section(facts.body_of(state.summary, state.facts), state.quotes))
     redacted = [redact_message(m) for m in exchange]
-    append = ctx.mode == APPEND
-    request = SummaryRequest("append" if append else "absorb", body, redacted)
     # A merge reply replaces what the model was given, the body and the exchange; the Facts
     # section it never saw is the guard's, fitted below into what the pass may spend.
     given_tokens = exchange_tokens + ctx.counter.count_text(body)
-    max_tokens = generation_budget(ctx, exchange_tokens if append else given_tokens)
-    try:
-        completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
-    except SummarizerError as exc:
-        return _failed(state, exchange, stats, exc.kind, end, detail=failure_detail(exc))
-    stats.update(_usage(completion))
-    # A first pass also pays for the marker's scaffolding: a summary that, with it, is larger
-    # than what it replaces would make the context grow, and is rejected like any grown one.
-    scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
-    new_body, model_facts, model_tokens, problem = _read_reply(
-        ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=given_tokens - scaffold
-    )
-    if problem:
-        return _failed(state, exchange, stats, problem, end)
+    reply, problems = None, []
+    # A model that misread the task answers the same request the same way: the second try
+    # asks more strictly for less (and a pass that failed before starts there). A step too
+    # small for notes to save anything gets its deterministic notes without a model call.
+    first = 1 if state.failing_id == exchange[0].id else 0
+    if ctx.mode == APPEND and exchange_tokens < ctx.notes_below_tokens:
+        first = ATTEMPTS
+    for attempt in range(first, ATTEMPTS):
+        try:
+            reply = _ask(ctx, state, body, redacted, exchange_tokens, given_tokens, scaffold,
+                         strict=attempt > 0, stats=stats)
+        except SummarizerError as exc:
+            return _failed(state, exchange, stats, exc.kind, end, detail=failure_detail(exc))
+        if reply.problem is None:
+            break
+        problems.append(reply.problem)
+        if reply.problem not in checks.MISREAD and reply.problem != checks.CUT_OFF:
+            return _failed(state, exchange, stats, reply.problem, end)
+    if reply is None or reply.problem is not None:
+        # No answer was a summary (or none was asked for): the exchange's own notes take its
+        # place, so it never leaves the context with less kept than the extractive summarizer
+        # would keep.
+        reply = _fallback(ctx, body, redacted, exchange_tokens - scaffold)
+        stats["written_by"] = NOTES_WRITER
+        if reply.problem is not None:  # the notes alone are larger than the exchange
+            return _failed(state, exchange, stats, problems[-1] if problems else reply.problem, end)
+    else:
+        stats["written_by"] = MODEL_WRITER
+    if problems:
+        stats["rejected"] = problems
 
     # What the guard may spend: the pass keeps at least half of what it would save with
     # the model's summary alone, so the guard never turns a pass that saves tokens into one
     # that costs them.
-    model_saving = replaced_tokens - scaffold - model_tokens
+    model_saving = replaced_tokens - scaffold - reply.tokens
     keep_saving = math.ceil(min(max(0, model_saving), exchange_tokens) / 2)
-    limit = replaced_tokens - scaffold - keep_saving - ctx.counter.count_text(new_body)
-    summary, kept = _guard(ctx, new_body, state.facts, model_facts, redacted, limit)
+    limit = replaced_tokens - scaffold - keep_saving - ctx.counter.count_text(reply.body)
+    summary, kept = _guard(ctx, reply.body, state.facts, reply.facts, redacted, limit)
     if not summary.strip():
         return _failed(state, exchange, stats, checks.EMPTY, end)
     summary = user_floor.compose(state.quotes, summary)
@@ -196,33 +218,87 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     return PassResult(MICRO, ABSORBED, new_state, splice=splice, stats=stats)
 
 
+# Tries of the model per pass: the plain request, then a stricter one; then the notes.
+ATTEMPTS = 2
+# Who wrote what a pass absorbed (stats "written_by"): the model, or compaction.notes.
+MODEL_WRITER, NOTES_WRITER = "model", "notes"
+
+
+@dataclass
+class _Reply:
+    """What one answer gives: the summary body, any Facts it carried, the body's size, and why
+    it is rejected (None when it is not)."""
+
+    body: str
+    facts: list
+    tokens: int
+    problem: str | None
+
+
+def _ask(
+    ctx: PassContext, state: MicroState, body: str, redacted: list[Message], exchange_tokens: int,
+    replaced_tokens: int, scaffold: int, *, strict: bool, stats: dict,
+) -> _Reply:
+    """One call of the model on the exchange, and its answer judged."""
+    append = ctx.mode == APPEND
+    request = SummaryRequest("append" if append else "absorb", body, redacted, strict=strict)
+    max_tokens = generation_budget(ctx, exchange_tokens if append else replaced_tokens, notes=append)
+    completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
+    _add_usage(stats, completion)
+    return _read_reply(
+        ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=replaced_tokens - scaffold,
+        source=prompts.render_messages(redacted),
+        facts_lacking=bool(facts.missing_facts(state.summary, facts.extract_facts(redacted))),
+    )
+
+
+def _fallback(ctx: PassContext, body: str, redacted: list[Message], room_tokens: int) -> _Reply:
+    """The exchange's deterministic notes in place of the model's answer; rejected as grown when
+    they take more than ``room_tokens`` (the exchange, less a first pass's marker scaffolding)."""
+    held = {line.strip() for line in body.splitlines()}
+    # The notes quote tool output, so they pass the instruction check line by line, as the
+    # model's own text would as a whole.
+    added = "\n".join(
+        line for line in notes.exchange_notes(redacted)
+        if line.strip() not in held and not checks.looks_like_instructions(line)
+    )
+    new_body = f"{body}\n{added}" if body and added else body or added
+    problem = checks.GROWN if ctx.counter.count_text(added) > room_tokens else None
+    return _Reply(new_body, [], ctx.counter.count_text(new_body), problem)
+
+
 def _read_reply(
-    ctx: PassContext, completion, body: str, *, exchange_tokens: int, replaced_tokens: int
-) -> tuple[str, list[facts.Fact], int, str | None]:
-    """The summary body a reply gives, any Facts it carried, the body's size, and why
-    the reply is rejected (None when it is not).
+    ctx: PassContext, completion, body: str, *, exchange_tokens: int, replaced_tokens: int, source: str = "",
+    facts_lacking: bool = False,
+) -> _Reply:
+    """What a reply gives and whether it is rejected.
 
     Merge: the reply is the new summary, and may not be larger than the summary and
     exchange it replaces. Append: the reply holds the new lines only, appended to the
-    body; the new lines may not be larger than the exchange. (The caller takes a first
-    pass's marker scaffolding off both budgets.)
+    body; the new lines may not be larger than the exchange, and notes cut off by the
+    token limit keep their whole lines. (The caller takes a first pass's marker
+    scaffolding off both budgets.)
     """
     text = redact(checks.clean_summary(completion.text))
+    finish_reason = completion.finish_reason
     if ctx.mode == APPEND:
+        if finish_reason == "length" and "\n" in text.strip():
+            text, finish_reason = text.strip().rsplit("\n", 1)[0], "stop"  # the last line is the cut one
         added = checks.new_lines(text, body)
         problem = checks.append_problem(
-            text, added=added, finish_reason=completion.finish_reason,
+            text, added=added, finish_reason=finish_reason,
             new_tokens=ctx.counter.count_text(added), exchange_tokens=exchange_tokens,
+            source=source, facts_lacking=facts_lacking,
         )
         added, model_facts = _split(ctx, added)
         new_body = f"{body}\n{added}" if body and added else body or added
-        return new_body, model_facts, ctx.counter.count_text(new_body), problem
+        return _Reply(new_body, model_facts, ctx.counter.count_text(new_body), problem)
     model_tokens = ctx.counter.count_text(text)
     problem = checks.summary_problem(
-        text, finish_reason=completion.finish_reason, new_tokens=model_tokens, replaced_tokens=replaced_tokens
+        text, finish_reason=finish_reason, new_tokens=model_tokens, replaced_tokens=replaced_tokens, source=source
     )
     new_body, model_facts = _split(ctx, text)
-    return new_body, model_facts, model_tokens, problem
+    return _Reply(new_body, model_facts, model_tokens, problem)
 
 
 def _scaffold_tokens(ctx: PassContext) -> int:
@@ -393,12 +469,18 @@ def _after_splice(state: MicroState, splice: Splice, summary: str, summary_token
     )
 
 
-def generation_budget(ctx: PassContext, replaced_tokens: int, ratio: float = 1.0) -> int:
+# Notes about a step, whatever its size: asked for 1-4 lines, Qwen2.5-Coder 0.5B and 1.5B
+# wrote 70-150 tokens; a model that loops is cut here and its whole lines kept.
+NOTES_MAX_TOKENS = 200
+
+
+def generation_budget(ctx: PassContext, replaced_tokens: int, ratio: float = 1.0, *, notes: bool = False) -> int:
     """Cap generation just past what the checks would accept: more could only be rejected.
+    Notes get a fixed budget: a step's size says nothing about how many lines it needs.
 
     Our count and the model's own tokenizer can differ, hence the margin.
     """
-    budget = max(32, int(replaced_tokens * ratio * 1.25) + 64)
+    budget = NOTES_MAX_TOKENS if notes else max(32, int(replaced_tokens * ratio * 1.25) + 64)
     return budget if ctx.max_tokens_cap is None else min(budget, ctx.max_tokens_cap)
 
 
@@ -411,4 +493,15 @@ def _usage(completion) -> dict:
         "prompt_tps": getattr(completion, "prompt_tps", None),
         "generation_tps": getattr(completion, "generation_tps", None),
     }
+
+
+def _add_usage(stats: dict, completion) -> None:
+    """Add one call's usage to a pass's: a pass that asked twice cost both calls."""
+    usage = _usage(completion)
+    for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "summarizer_ms"):
+        if usage[key] is not None:
+            stats[key] = (stats.get(key) or 0) + usage[key]
+    for key in ("prompt_tps", "generation_tps"):
+        stats[key] = usage[key]
+    stats["model_calls"] = stats.get("model_calls", 0) + 1
 

@@ -33,11 +33,31 @@ You receive the current summary and one new exchange (an assistant message and t
 # What a model answers in append mode when an exchange adds nothing worth keeping.
 NOTHING_NEW = "NOTHING NEW"
 
-APPEND_SYSTEM = f"""You maintain the running summary of a long working session in which an AI assistant uses tools for a user. The user's own messages are kept separately and verbatim; your summary covers the assistant's work: what it said, did and found.
+# Append mode asks for notes about one step, in the shape small local models follow: the
+# material first, the instruction after it, a fixed note shape, and nothing to continue or
+# copy (given the running summary and told to "reply with the new lines", Qwen2.5-Coder
+# 0.5B and 1.5B wrote the exchange back; asked for 1-4 notes in the past tense they wrote
+# notes). The summary stays out of the prompt: the engine appends the notes and drops
+# lines it already holds.
+NOTES_SYSTEM = (
+    "You keep the work log of an AI coding assistant. You read one step of its work and write short notes "
+    "about what happened. You never copy the step and never address anyone."
+)
 
-You receive the current summary and one new exchange (an assistant message and the results of its tool calls). Reply with only the new lines to add at the end of the summary: what the exchange adds that the summary does not hold yet. Do not repeat, rewrite or reorder the current summary. If the exchange adds nothing worth keeping, reply with exactly: {NOTHING_NEW}
+NOTES_TASK = (
+    "Write 1 to 4 notes about this step, one per line, each starting with \"- \". Past tense. Say what the "
+    "assistant did and what it found; keep file paths, names, commands, numbers and error messages exactly. "
+    "Do not copy the step. Replace any password, token or key with [REDACTED]."
+)
 
-{_RULES}"""
+NOTES_TASK_STRICT = (
+    "Write at most 3 notes about this step, one per line, each starting with \"- \" and under 25 words. Past "
+    "tense: what the assistant did and what it found, with exact file names, commands and errors. Do not copy "
+    "the step, do not continue it, do not refuse: it is a log entry."
+)
+
+# The second try shows less of a long step (the strict prompt's smaller slice).
+STRICT_RENDERED_CHARS = 3_000
 
 DEFRAG_SYSTEM = f"""You maintain the running summary of a long working session in which an AI assistant uses tools for a user. The user's own messages are kept separately and verbatim; your summary covers the assistant's work.
 
@@ -52,48 +72,45 @@ You receive the previous summary (if any) and the messages to condense. Reply wi
 {_RULES}"""
 
 
-def render_message(msg: Message) -> str:
-    """One message as plain text for the summarizer."""
+def render_message(msg: Message, limit: int = MAX_RENDERED_CHARS) -> str:
+    """One message as plain text for the summarizer, each part at most ``limit`` characters."""
     lines: list[str] = []
     if msg.role == "tool":
         label = f"TOOL RESULT ({msg.name})" if msg.name else "TOOL RESULT"
-        lines.append(f"{label}:\n{_clip(msg.content)}")
+        lines.append(f"{label}:\n{_clip(msg.content, limit)}")
     else:
         if msg.content:
-            lines.append(f"{msg.role.upper()}: {_clip(msg.content)}")
+            lines.append(f"{msg.role.upper()}: {_clip(msg.content, limit)}")
         for call in msg.tool_calls or []:
             function = call.get("function") or {}
-            lines.append(f"TOOL CALL {function.get('name', '?')}: {_clip(_compact_args(function.get('arguments', '')))}")
+            args = _clip(_compact_args(function.get("arguments", "")), limit)
+            lines.append(f"TOOL CALL {function.get('name', '?')}: {args}")
     return "\n".join(lines)
 
 
-def render_messages(messages: list[Message]) -> str:
-    return "\n\n".join(text for text in (render_message(m) for m in messages) if text)
+def render_messages(messages: list[Message], limit: int = MAX_RENDERED_CHARS) -> str:
+    return "\n\n".join(text for text in (render_message(m, limit) for m in messages) if text)
 
 
-def absorb_prompt(summary: str, exchange: list[Message]) -> list[dict[str, str]]:
+def absorb_prompt(summary: str, exchange: list[Message], *, strict: bool = False) -> list[dict[str, str]]:
+    rendered = render_messages(exchange, limit=STRICT_RENDERED_CHARS if strict else MAX_RENDERED_CHARS)
+    task = "Reply with the updated summary."
+    if strict:
+        task += " Write notes about the exchange into it; do not copy the exchange and do not refuse."
     user = (
         f"Current summary:\n<summary>\n{summary or '(empty: this is the first exchange)'}\n</summary>\n\n"
-        f"New exchange:\n<exchange>\n{render_messages(exchange)}\n</exchange>\n\n"
-        "Reply with the updated summary."
+        f"New exchange:\n<exchange>\n{rendered}\n</exchange>\n\n{task}"
     )
     return [{"role": "system", "content": ABSORB_SYSTEM}, {"role": "user", "content": user}]
 
 
-def append_prompt(summary: str, exchange: list[Message]) -> list[dict[str, str]]:
-    """Append mode: the model writes only the exchange's new lines.
-
-    Same layout as ``absorb_prompt`` -- static instructions, then the summary, then the
-    exchange -- and since the engine only ever appends to the summary, everything up to
-    the end of the previous summary is a byte-identical prefix of the last pass's prompt:
-    a prefix cache prefills just the new lines and the new exchange.
-    """
-    user = (
-        f"Current summary:\n<summary>\n{summary or '(empty: this is the first exchange)'}\n</summary>\n\n"
-        f"New exchange:\n<exchange>\n{render_messages(exchange)}\n</exchange>\n\n"
-        "Reply with only the new lines for the summary."
-    )
-    return [{"role": "system", "content": APPEND_SYSTEM}, {"role": "user", "content": user}]
+def append_prompt(summary: str, exchange: list[Message], *, strict: bool = False) -> list[dict[str, str]]:
+    """Append mode: notes about one step; the engine appends them to ``summary``, which the
+    model does not see (it would copy it, or hold back what it already says)."""
+    rendered = render_messages(exchange, limit=STRICT_RENDERED_CHARS if strict else MAX_RENDERED_CHARS)
+    task = NOTES_TASK_STRICT if strict else NOTES_TASK
+    user = f"Step:\n<step>\n{rendered}\n</step>\n\n{task}"
+    return [{"role": "system", "content": NOTES_SYSTEM}, {"role": "user", "content": user}]
 
 
 def defrag_prompt(summary: str, remaining: list[Message]) -> list[dict[str, str]]:
@@ -123,8 +140,8 @@ def _compact_args(arguments: str) -> str:
         return str(arguments)
 
 
-def _clip(text: str) -> str:
-    if len(text) <= MAX_RENDERED_CHARS:
+def _clip(text: str, limit: int = MAX_RENDERED_CHARS) -> str:
+    if len(text) <= limit:
         return text
-    keep = MAX_RENDERED_CHARS // 2
+    keep = limit // 2
     return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters elided ...]\n{text[-keep:]}"

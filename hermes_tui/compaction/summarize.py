@@ -22,12 +22,13 @@ class SummaryRequest:
     summary: str                   # the current rolling summary, already redacted
     messages: list[Message] = field(default_factory=list)  # already redacted
     focus: str | None = None       # batch only: what to give most room to
+    strict: bool = False           # a second try, after an answer that misread the task
 
     def to_chat(self) -> list[dict[str, str]]:
         if self.kind == "absorb":
-            return prompts.absorb_prompt(self.summary, self.messages)
+            return prompts.absorb_prompt(self.summary, self.messages, strict=self.strict)
         if self.kind == "append":
-            return prompts.append_prompt(self.summary, self.messages)
+            return prompts.append_prompt(self.summary, self.messages, strict=self.strict)
         if self.kind == "defrag":
             return prompts.defrag_prompt(self.summary, self.messages)
         return prompts.batch_prompt(self.summary, self.messages, self.focus)

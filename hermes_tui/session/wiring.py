@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PRESSURE_SHARE, PassContext
+from hermes_tui.compaction.policy import WATERMARK
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig, Config, ConfigError, ConfigProblem
@@ -86,7 +87,9 @@ def build_compactor(
         protect_first_n=settings.protect_first_n,
         defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
         max_tokens_cap=max_tokens_cap,
-        pressure_share=pressure_share,
+        # The watermark policy folds a backlog with passes back to back, one exchange each: a
+        # defrag of the whole middle in one call is what a small model cannot finish in time.
+        pressure_share=None if settings.policy == WATERMARK else pressure_share,
         mode=settings.micro_compact_mode,
         fact_guard=settings.fact_guard,
         user_verbatim_tokens=settings.user_verbatim_tokens,

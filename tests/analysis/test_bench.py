@@ -36,6 +36,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CAP = 32  # below the engine's smallest budget (64), so every pass is capped at exactly this
 PASSES = 3
 REJECTED = {"summarize_failed", "exchange_skipped"}
+# The tiny model never stops: each pass asks twice (plain, then strict), both answers are cut
+# off, and the exchange's deterministic notes are absorbed in their place.
+CALLS = 2
+# What the engine says of a random model's answer: mostly cut off; a cut-off reply keeps its
+# whole lines, and those may then read as empty, a scrap or a copy.
+MISREAD = {"cut_off", "empty", "too_short", "copied", "grown", "instructions"}
 PASS_KEYS = {f for f in PassRow.__dataclass_fields__}
 RUN_KEYS = {
     "id", "model", "provider", "started_at", "started", "duration_s", "load_s", "cancelled", "error",
@@ -104,20 +110,19 @@ def test_mlx_passes_measure_tokens_speed_and_memory(mlx_bench, tiny_model):
     for p in run.passes:
         assert p.duration_s > 0 and p.summarizer_s > 0 and p.duration_s >= p.summarizer_s - 0.001
         assert p.prompt_tokens > 0 and p.exchange_tokens > 0
-        assert p.completion_tokens == CAP
+        assert p.completion_tokens == CALLS * CAP
         assert p.prompt_tps > 0 and p.generation_tps > 0
         assert p.peak_memory_gb > 0
-        assert p.outcome in REJECTED and p.failure == "cut_off"
-        assert p.summary_tokens == 0  # nothing was absorbed
+        assert p.outcome == "absorbed" and p.failure in MISREAD
+        assert p.summary_tokens > 0  # the notes
     # The warm-up filled the prefix cache: from the second pass on (already from the
     # first, after the warm-up) a pass prefills only what changed.
     assert all(p.cached_tokens > 0 for p in run.passes[1:])
     assert all(p.cached_tokens < p.prompt_tokens for p in run.passes)
-    # warm-up and passes 1-2: three attempts on the first exchange, then it is skipped; pass 3: the next
-    assert [p.outcome for p in run.passes] == ["summarize_failed", "exchange_skipped", "summarize_failed"]
-    assert run.passes[2].exchange_tokens != run.passes[1].exchange_tokens
-    assert run.outcomes == {"summarize_failed": 2, "exchange_skipped": 1}
-    assert run.failures == {"cut_off": PASSES} and run.answered == PASSES
+    # Each pass absorbs the next exchange.
+    assert len({p.exchange_tokens for p in run.passes}) > 1
+    assert run.outcomes == {"absorbed": PASSES}
+    assert set(run.failures) <= MISREAD and sum(run.failures.values()) == PASSES and run.answered == PASSES
 
 
 def test_mlx_run_records_machine_settings_and_load(mlx_bench):
@@ -155,8 +160,8 @@ def test_openai_api_passes_measure_tokens(api_bench, mlx_server):
     assert len(run.passes) == PASSES
     for p in run.passes:
         assert p.duration_s > 0 and p.summarizer_s > 0
-        assert p.prompt_tokens > 0 and p.completion_tokens == CAP
-        assert p.outcome in REJECTED and p.failure == "cut_off"
+        assert p.prompt_tokens > 0 and p.completion_tokens == CALLS * CAP
+        assert p.outcome == "absorbed" and p.failure in MISREAD
         # mlx_lm.server reports no timings and the memory is the server's
         assert p.prompt_tps is None and p.generation_tps is None and p.peak_memory_gb is None
     assert run.machine["device"] is None and run.settings["base_url"] == mlx_server.base_url
@@ -240,7 +245,7 @@ def test_cancel_mid_run_stops_promptly_and_keeps_telemetry_out_of_the_log(
     assert not [r for r in caplog.records if r.getMessage().startswith(MICRO_PREFIX)]
     # the shared runtime is usable again afterwards
     again = run_bench(BenchConfig([str(tiny_model.q4)], passes=1, warmup=0, max_tokens=CAP), runtime=runtime)
-    assert again[0].passes[0].completion_tokens == CAP
+    assert again[0].passes[0].completion_tokens == CALLS * CAP
 
 
 # --- store ---------------------------------------------------------------------------------
@@ -372,7 +377,8 @@ def test_cli_bench_json(tiny_model, hf_offline_env, hermes_home):
     assert set(run) == RUN_KEYS and set(run["medians"]) == MEDIAN_KEYS
     assert run["model"] == str(tiny_model.q4) and run["provider"] == "mlx" and run["error"] is None
     assert len(run["passes"]) == 2 and all(set(p) == PASS_KEYS for p in run["passes"])
-    assert all(p["duration_s"] > 0 and p["completion_tokens"] == CAP and p["generation_tps"] > 0 for p in run["passes"])
+    assert all(p["duration_s"] > 0 and p["completion_tokens"] == CALLS * CAP and p["generation_tps"] > 0
+               for p in run["passes"])
     assert run["settings"]["max_tokens"] == CAP and run["settings"]["warmup"] == 1
     # not a terminal: one progress line per pass on stderr
     assert [line for line in proc.stderr.splitlines() if " pass " in line][-1].split(": ", 1)[1].startswith("pass 2/2")

@@ -53,7 +53,7 @@ def assert_clean(compactor, conv, summarizer):
 
 
 def test_defrag_redacts_what_it_sends_and_what_it_keeps():
-    summarizer = ScriptedSummarizer(lambda r: f"- consolidated; deployed with {FROM_MODEL}.")
+    summarizer = ScriptedSummarizer(lambda r: f"- consolidated; deployed with {FROM_MODEL}.\n- " + words(150, "n"))
     compactor, conv = make_compactor(summarizer, defrag_threshold=500, limit=200_000)
     conv.extend(session_with_secrets())
     report = compactor.micro_pass(conv)

@@ -104,7 +104,7 @@ def test_the_section_is_bounded_and_keeps_the_newest():
 def test_defrag_prunes_facts_of_earlier_passes_and_keeps_those_it_folds_in():
     def script(request):
         if request.kind == "defrag":
-            return "- Consolidated: the media merge work."
+            return "- Consolidated: the media merge work.\n- " + words(120, "merge")
         return (request.summary + "\n" if request.summary else "") + "- " + words(250, "note")
 
     compactor, conv = guarded(ScriptedSummarizer(script), defrag_threshold=600, limit=200_000, target_ratio=0.02)
@@ -132,7 +132,7 @@ def test_a_defrag_may_keep_the_section_itself():
     def script(request):
         if request.kind == "defrag":
             assert "Facts:" in request.summary  # the defrag sees the whole summary
-            return "- Consolidated.\n" + kept_block
+            return "- Consolidated: " + words(60, "merge") + "\n" + kept_block
         return (request.summary + "\n" if request.summary else "") + "- " + words(250, "note")
 
     # A tail that leaves one exchange for the defrag to fold in, so the budget has room.
