@@ -6,11 +6,13 @@ is replaced in place by a new message with the same role, ``tool_call_id`` and `
 (so pairing and order are untouched) whose content is
 
     <its first lines, about HEAD_TOKENS>
-    [trimmed: 4,210 tokens; 180 lines; full output archived]
+    [trimmed; full output archived; tokens: 4,210; lines: 180]
     [not shown: error `AssertionError: Lists differ`; path `tests/test_media.py`]
     <its last lines, about TAIL_TOKENS>
 
-The second bracket line is there only when the text not shown holds errors or paths
+(Counts written "tokens: N", not "N tokens": the fact guard would list "N tokens" as a
+fact of the exchange when a pass folds it.) The second bracket line is there only when
+the text not shown holds errors or paths
 (``facts.extract_facts``: deterministic, each value held to the Facts section's checks).
 The original is archived by the store in the same transaction (``Store.archive_and_compact``),
 so it stays searchable and a resume loads the trimmed version.
@@ -124,7 +126,7 @@ def trimmed(msg: Message, counter: TokenCounter) -> Message:
     text = redact(msg.content)
     head, middle, tail = cut(text, counter, HEAD_TOKENS, TAIL_TOKENS)
     lines = text.count("\n") + 1
-    parts = [redact(head.removesuffix("\n")), f"[trimmed: {tokens:,} tokens; {lines:,} lines; full output archived]"]
+    parts = [redact(head.removesuffix("\n")), f"[trimmed; full output archived; tokens: {tokens:,}; lines: {lines:,}]"]
     mentioned = _mentions(middle)
     if mentioned:
         parts.append(f"[not shown: {mentioned}]")

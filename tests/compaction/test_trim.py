@@ -19,7 +19,7 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_tui.compaction import telemetry
+from hermes_tui.compaction import facts, telemetry
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.policy import MICRO, Decision
 from hermes_tui.compaction.redaction import REDACTED, redact
@@ -117,7 +117,8 @@ def test_the_digest_says_what_was_cut_and_keeps_error_lines():
                       *(f"more {i}" for i in range(200))])
     call = assistant("run", calls=1)
     new = trimmed(bulky(call, text), COUNTER)
-    assert "[trimmed: " in new.content and "lines; full output archived]" in new.content
+    assert "[trimmed; full output archived; tokens: " in new.content
+    assert not [f for f in facts.extract_facts([new]) if f[0] == facts.NUMBER]  # the digest's counts are no facts
     assert "ValueError: row 7 has no id" in new.content  # in the middle: named by the digest
     assert new.content.startswith("ok line 0\nok line 1\n")
     assert new.content.endswith("more 199")
