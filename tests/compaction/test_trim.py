@@ -329,3 +329,21 @@ def test_trim_off_means_no_trim():
     conv.extend(session(bulky_size=900, exchanges=8))
     assert compactor.plan_trim(list(conv.messages)) is None
     assert all(r.kind != TRIM for r in compactor.finalize_turn(conv))
+
+
+def test_export_all_holds_each_original_once_in_place_of_its_trimmed_version(tmp_path):
+    from hermes_tui.store.export import session_messages
+
+    compactor, conv = watermark_compactor()
+    messages = session(bulky_size=900, exchanges=6)
+    with Store(tmp_path / "state.db") as store:
+        info = store.create_session("t")
+        conv.extend(messages)
+        store.flush(info.id, conv.messages)
+        [report] = compactor.trim(conv, lambda result: store.archive_and_compact(info.id, result))
+        assert report.outcome == TRIMMED
+        everything = session_messages(store, info.id, include_archived=True)
+        active = session_messages(store, info.id, include_archived=False)
+    assert [m.id for m in everything] == [m.id for m in messages]
+    assert_tools_paired(everything)
+    assert any(is_trimmed(m) for m in active)
