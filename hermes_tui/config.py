@@ -142,6 +142,15 @@ class CompressionConfig(_Section):
     )
     protect_first_n: int = _setting(3, "messages after the system prompt never compacted (>= 0)", ge=0)
     micro_compact: bool = _setting(True, "after each turn, fold one exchange into a rolling summary")
+    # The model-free first stage (compaction/trim.py): it rides on the splices the policy
+    # decides anyway, and runs on its own only over the threshold or when a request
+    # would not fit, since every in-place change breaks the chat model's prompt cache.
+    trim: bool = _setting(
+        True, "before any pass, cut old bulky tool results to their first and last lines (originals archived)"
+    )
+    trim_threshold_tokens: int = _setting(
+        600, "trim: a tool result outside the tail over this many tokens (>= 300)", ge=300
+    )
     # watermark by default, from benchmarks/bench_cache.py (five real sessions at 32K): a pass
     # per exchange re-prefills 6.5x the chat tokens of batch-only compaction, since every
     # splice breaks the chat model's prompt cache; 0.85/0.55 costs 1.06x with no batch.

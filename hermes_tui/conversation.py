@@ -1,9 +1,16 @@
-"""The live transcript: messages plus a running token total, changed by appends and splices.
+"""The live transcript: messages plus a running token total, changed by appends and changes.
 
-A splice is what a compaction pass publishes: messages to remove (each checked by
-index *and* id, so a splice computed on an older view is refused rather than
-half-applied) and the marker to put where the last removed message was. Appends
-at the end never invalidate a splice, so the user can keep talking while a pass runs.
+A change is what a compaction pass publishes, in one of two shapes, each checked the
+same way (every message it takes out, by index *and* id, so a change computed on an
+older view is refused rather than half-applied):
+
+* a ``Splice`` (micro and batch passes): messages to remove and the marker to put
+  where the last removed message was;
+* a ``Replacement`` (the trim stage): messages each replaced in place by another, so
+  nothing moves and tool pairing is untouched.
+
+Appends at the end never invalidate a change, so the user can keep talking while a
+pass runs.
 """
 
 from __future__ import annotations
@@ -34,6 +41,22 @@ class Splice:
         return last - (len(self.removed) - 1)
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """Replace each of ``removed`` in place with the message of ``messages`` at the same rank."""
+
+    removed: tuple[tuple[int, str], ...]  # (index, message id), ascending
+    messages: tuple[Message, ...]         # the replacements, one per removed message
+    archived: tuple[Message, ...] = field(default=())  # the replaced messages, for the store
+
+    def __post_init__(self) -> None:
+        if len(self.removed) != len(self.messages):
+            raise ValueError("a replacement needs one new message per removed one")
+
+
+Change = Splice | Replacement
+
+
 class Conversation:
     """Messages with a token total kept up to date from per-message cached counts."""
 
@@ -57,13 +80,17 @@ class Conversation:
         for message in messages:
             self.append(message)
 
-    def check(self, splice: Splice) -> None:
+    def check(self, change: Change) -> None:
         """Raise StaleSplice unless every removed message is still where the pass saw it."""
-        for index, message_id in splice.removed:
+        for index, message_id in change.removed:
             if index >= len(self.messages) or self.messages[index].id != message_id:
                 raise StaleSplice(f"message {message_id} is no longer at index {index}")
 
-    def apply(self, splice: Splice) -> None:
+    def apply(self, change: Change) -> None:
+        if isinstance(change, Replacement):
+            self._replace(change)
+            return
+        splice = change
         self.check(splice)
         insert_at = splice.marker_index
         for index, _ in reversed(splice.removed):
@@ -71,6 +98,13 @@ class Conversation:
             del self.messages[index]
         self.messages.insert(insert_at, splice.marker)
         self.total_tokens += count_message(self.counter, splice.marker)
+        self.generation += 1
+
+    def _replace(self, replacement: Replacement) -> None:
+        self.check(replacement)
+        for (index, _), new in zip(replacement.removed, replacement.messages, strict=True):
+            self.total_tokens += count_message(self.counter, new) - count_message(self.counter, self.messages[index])
+            self.messages[index] = new
         self.generation += 1
 
     def replace_all(self, messages: Iterable[Message]) -> None:

@@ -101,6 +101,7 @@ def make_compactor(
     every_n_turns: int = 1,
     micro: bool = True,
     policy: str = "per_exchange",
+    trim: bool = True,
 ) -> tuple[Compactor, Conversation]:
     """A compactor for tests of the passes themselves: by default a pass after every exchange."""
     counter = EstimateCounter()
@@ -115,6 +116,7 @@ def make_compactor(
         micro_compact_mode="merge",
         fact_guard=False,
         policy=policy,
+        trim=trim,
     )
     window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=target_ratio)
     ctx = PassContext(

@@ -9,6 +9,14 @@ conversation is left as it was.
 What runs after an exchange is the policy's decision (``policy.py``); several micro
 passes of one decision are planned one on top of the other (``plan_micro_passes``) and
 published together, so the chat model's cache sees one splice.
+
+The trim stage (``trim.py``, no model) runs first wherever passes run: its in-place
+replacements land in the same publish as the decision's passes (one cache break), and the
+passes then fold the trimmed exchanges (less for a slow summarizer to read). On its own it
+runs only when the transcript is over the threshold (before batch compaction, which it may
+make unnecessary) and in the fit guard: an in-place change breaks the chat model's prefix
+cache from the first trimmed message on, so it rides on splices that happen anyway except
+when the window would otherwise overflow.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from hermes_tui.compaction.state import (
     normalize_cursor,
     recover_state,
 )
+from hermes_tui.compaction.trim import TRIM, TRIMMED, TrimResult, plan_trim
 from hermes_tui.compaction.window import head_end
 from hermes_tui.conversation import Conversation, StaleSplice
 from hermes_tui.tokens import count_message, count_messages
@@ -146,11 +155,42 @@ class Compactor:
         reports: list[PassReport] = []
         if not self.settings.enabled:
             return reports
+        over = conv.total_tokens > self.ctx.window.threshold_tokens
+        if decision.kind == MICRO_DUE or over:
+            reports += self.trim(conv, persist)
         if decision.kind == MICRO_DUE:
-            reports += self.micro_passes(conv, decision, persist)
+            micro = self.micro_passes(conv, decision, persist)
+            if reports and not micro:  # the trim alone brought it under the mark
+                self.policy.landed(conv.total_tokens)
+            reports += micro
         if conv.total_tokens > self.ctx.window.threshold_tokens:
             reports.append(self.compress(conv, persist=persist))
         return reports
+
+    # --- the trim stage -------------------------------------------------------------
+    def plan_trim(self, messages: list[Message], *, epoch: int | None = None) -> TrimResult | None:
+        """The trim of ``messages`` (no model, nothing changes), or None: trim off, nothing bulky."""
+        if not (self.settings.enabled and self.settings.trim):
+            return None
+        started = time.perf_counter()
+        result = plan_trim(
+            messages, self.ctx.counter, protect_first_n=self.ctx.protect_first_n,
+            tail_budget=self.ctx.window.tail_token_budget, threshold_tokens=self.settings.trim_threshold_tokens,
+            state=self.state,
+        )
+        if result is not None:
+            result.epoch = epoch
+            result.stats["duration_ms"] = round((time.perf_counter() - started) * 1000)
+        return result
+
+    def trim(self, conv: Conversation, persist: Persist | None = None) -> list[PassReport]:
+        """Trim now and publish it: no report when there is nothing to trim."""
+        try:
+            result = self.plan_trim(list(conv.messages), epoch=conv.epoch)
+        except Exception:  # best-effort: a bug must not break the session
+            log.exception("trim raised; the transcript is unchanged")
+            return []
+        return [] if result is None else [self.publish(conv, result, persist)]
 
     def micro_passes(self, conv: Conversation, decision: Decision, persist: Persist | None = None) -> list[PassReport]:
         """The passes of one decision, back to back (no chat request between them)."""
@@ -171,11 +211,19 @@ class Compactor:
         work = Conversation(messages, counter=self.ctx.counter)
         state = self.state
         results: list[PassResult] = []
+        try:
+            trimmed = self.plan_trim(list(work.messages), epoch=epoch)
+        except Exception:
+            log.exception("trim raised while planning; the passes go on without it")
+            trimmed = None
+        if trimmed is not None:
+            results.append(trimmed)
+            work.apply(trimmed.replacement)
         while decision.down_to is None or work.total_tokens > decision.down_to:
             try:
                 result = plan_micro_pass(list(work.messages), state, self.ctx, total_tokens=work.total_tokens)
             except Exception:
-                if not results:
+                if not any(r.kind == MICRO for r in results):
                     raise
                 log.exception("micro pass raised while planning; the passes planned before it still land")
                 break
@@ -184,7 +232,7 @@ class Compactor:
             if result.splice is not None:
                 work.apply(result.splice)
             state = counted_state(result, self.ctx.counter)
-            if not CompactionPolicy.again(decision, result.outcome, work.total_tokens, len(results)):
+            if not CompactionPolicy.again(decision, result.outcome, work.total_tokens, len(results) - bool(trimmed)):
                 break
         if results:  # where the passes got to on their snapshot, whatever is appended meanwhile
             results[-1].stats["tokens_reached"] = work.total_tokens
@@ -200,7 +248,7 @@ class Compactor:
             reports.append(self.publish(conv, result, persist))
             if reports[-1].outcome != result.outcome:
                 break
-        if any(r.kind == MICRO for r in reports):
+        if any(r.kind in (MICRO, TRIM) for r in reports):
             reached = results[len(reports) - 1].stats.get("tokens_reached")
             self.policy.landed(conv.total_tokens if reached is None else min(reached, conv.total_tokens))
         return reports
@@ -234,16 +282,22 @@ class Compactor:
         messages_before, tokens_before = len(conv), conv.total_tokens
         folded_before = self.state.users_folded_total
         outcome, failure, state = result.outcome, result.failure, result.state
+        replacement = result.replacement if isinstance(result, TrimResult) else None
         try:
             if result.epoch is not None and result.epoch != conv.epoch:
                 raise StaleSplice("the transcript was replaced while the pass ran")
             if result.splice is not None:
                 conv.check(result.splice)
-            state = counted_state(result, conv.counter)
-            if persist is not None and (result.splice is not None or result.skipped):
+            if replacement is not None:
+                conv.check(replacement)
+            # A trim moves nothing the state counts: the state stays the live one.
+            state = self.state if replacement is not None else counted_state(result, conv.counter)
+            if persist is not None and (result.splice is not None or result.skipped or replacement is not None):
                 persist(result)
             for msg in result.skipped:
                 msg.meta[SKIPPED_FLAG] = True
+            if replacement is not None:
+                conv.apply(replacement)
             if result.splice is not None:
                 conv.apply(result.splice)
             self.state = state
@@ -262,6 +316,8 @@ class Compactor:
         self._human_lines(result, outcome, fields, detail)
         if result.kind == MICRO:
             telemetry.log_micro(fields)
+        elif result.kind == TRIM:
+            telemetry.log_trim(fields)
         else:
             if outcome == "compressed":
                 self.batch_compactions += 1
@@ -309,7 +365,11 @@ class Compactor:
             "users_folded": stats.get("users_folded") if outcome == result.outcome else None,
             "quotes": len(self.state.quotes),
         }
-        if result.kind == MICRO:
+        if result.kind == TRIM:
+            fields["event"] = "trim_compaction"
+            fields.update({key: stats.get(key) for key in ("results_trimmed", "trimmed_tokens_before",
+                                                           "trimmed_tokens_after")})
+        elif result.kind == MICRO:
             fields.update(
                 exchange_tokens=stats.get("exchange_tokens"),
                 rolling_summary_tokens=self.state.summary_tokens,
@@ -338,7 +398,13 @@ class Compactor:
     def _human_lines(self, result: PassResult, outcome: str, fields: dict[str, Any], detail: str | None) -> None:
         before, after = fields["messages_before"], fields["messages_after"]
         said = f": {detail}" if detail else ""
-        if outcome == ABSORBED:
+        if result.kind == TRIM:
+            if outcome == TRIMMED:
+                telemetry.log_human(
+                    f"Trim: {fields['results_trimmed']} tool results, {fields['trimmed_tokens_before']:,} -> "
+                    f"{fields['trimmed_tokens_after']:,} tokens (originals archived)"
+                )
+        elif outcome == ABSORBED:
             telemetry.log_human(f"Micro-compaction: {before} -> {after} messages")
         elif outcome == DEFRAG:
             telemetry.log_human(

@@ -16,6 +16,8 @@ class CompactionSettings:
     target_ratio: float = _DEFAULTS.target_ratio
     protect_first_n: int = _DEFAULTS.protect_first_n
     micro_compact: bool = _DEFAULTS.micro_compact
+    trim: bool = _DEFAULTS.trim  # the model-free first stage (trim.py)
+    trim_threshold_tokens: int = _DEFAULTS.trim_threshold_tokens
     micro_compact_every_n_turns: int = _DEFAULTS.micro_compact_every_n_turns
     micro_compact_defrag_threshold_tokens: int = _DEFAULTS.micro_compact_defrag_threshold_tokens
     micro_compact_mode: str = _DEFAULTS.micro_compact_mode

@@ -13,6 +13,7 @@ logger = logging.getLogger("hermes_tui.compaction")
 
 MICRO_PREFIX = "micro compaction telemetry: "
 BATCH_PREFIX = "context compression attempt telemetry: "
+TRIM_PREFIX = "trim compaction telemetry: "
 
 # Every micro line carries these keys (null when not applicable), in this order.
 MICRO_FIELDS = (
@@ -38,6 +39,14 @@ BATCH_FIELDS = (
     "prompt_tokens", "completion_tokens", "users_folded", "quotes",
 )
 
+# The trim stage (trim.py): counts only, no content.
+TRIM_FIELDS = (
+    "event", "session_id", "outcome", "failure",
+    "messages_before", "messages_after", "tokens_before", "tokens_after", "tokens_delta",
+    "results_trimmed", "trimmed_tokens_before", "trimmed_tokens_after",
+    "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model",
+)
+
 
 def _line(prefix: str, fields: tuple[str, ...], payload: dict[str, Any]) -> str:
     ordered = {key: payload.get(key) for key in fields}
@@ -52,6 +61,12 @@ def log_micro(payload: dict[str, Any]) -> str:
 
 def log_batch(payload: dict[str, Any]) -> str:
     line = _line(BATCH_PREFIX, BATCH_FIELDS, {"event": "batch_compaction", **payload})
+    logger.info(line)
+    return line
+
+
+def log_trim(payload: dict[str, Any]) -> str:
+    line = _line(TRIM_PREFIX, TRIM_FIELDS, {"event": "trim_compaction", **payload})
     logger.info(line)
     return line
 

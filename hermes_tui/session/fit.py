@@ -7,7 +7,8 @@ call's ``max_tokens``, else ``model.max_tokens``) is checked against the window:
 
 * it fits: it is sent (a reply budget of more than half the window counts as half);
 * it does not: the listener hears ``compacting`` (the UI shows it), passes in flight are
-  settled, then batch compaction runs now; ``compacted`` reports what it did. If the
+  settled, then the trim stage runs (no model) and, when that is not enough, batch
+  compaction runs now; ``compacted`` reports what it did. If the
   request then fits it is sent, else nothing is sent and ``ContextTooLarge`` says what
   is too large and what to do.
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import CONTEXT_EXCEEDED, ChatError
 from hermes_tui.compaction.state import STALE
+from hermes_tui.compaction.trim import TRIMMED
 from hermes_tui.logs import get_logger
 from hermes_tui.transcript import wire_view
 
@@ -186,7 +188,12 @@ def make_room(
             f"Nothing was sent: {size.describe(model)}, and compaction is off (compression.enabled). "
             "Turn it on, start a new session, or choose a model with a larger window.", size)
     listener.compacting(size)
-    report: PassReport | None = None
+    # The trim stage first: no model, so no wait; batch only when it is not enough.
+    report: PassReport | None = session.trim_now()
+    size = request_size(session, tools, reply)
+    if size.fits and report is not None and report.outcome == TRIMMED:
+        listener.compacted(report, size)
+        return
     for _ in range(MAX_COMPACTIONS):
         try:
             report = session.publish_pass(session.plan_compress())

@@ -77,7 +77,7 @@ class BackgroundPasses:
 
     def _plan(self, kind: str) -> None:
         try:
-            planned = self.session.plan_pass() if kind == MICRO else self.session.plan_compress()
+            planned = self.session.plan_pass() if kind == MICRO else self.session.plan_compress(trim=True)
         except Exception:  # a bug must not break the turn: the transcript stays as it is
             log.exception("%s pass failed while planning; the transcript is unchanged", kind)
             planned = None

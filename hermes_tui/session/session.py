@@ -350,14 +350,35 @@ class Session:
         except StoreError as exc:  # the marker still carries what it carried
             log.warning("cannot store the compaction counters of session %s: %s", self.info.id, exc)
 
-    def plan_compress(self, focus: str | None = None) -> PassResult:
+    def plan_compress(self, focus: str | None = None, *, trim: bool = False) -> PassResult | list[PassResult]:
         """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.
 
+        ``trim``: the trim stage first (the batch the policy asked for; not ``/compact``),
+        and no batch when the trimmed transcript is under the threshold.
         The summarizer runs outside the lock, so turns go on meanwhile.
         """
         with self.lock:
             snapshot = list(self.conv.messages)
-        return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
+            epoch = self.conv.epoch
+        trimmed = self.compactor.plan_trim(snapshot, epoch=epoch) if trim else None
+        if trimmed is None:
+            return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
+        work = Conversation(snapshot, counter=self.conv.counter)
+        work.apply(trimmed.replacement)
+        if work.total_tokens <= self.compactor.ctx.window.threshold_tokens:
+            return [trimmed]
+        return [trimmed, plan_batch(list(work.messages), self.compactor.state, self.compactor.ctx, focus)]
+
+    def trim_now(self) -> PassReport | None:
+        """The trim stage now, published once no reply is streaming (the fit guard's first step);
+        None when there was nothing to trim."""
+        with self._idle:
+            while self._streaming:
+                self._idle.wait(timeout=1.0)
+            reports = self.compactor.trim(self.conv, self._persist)
+            if reports:
+                self.last_pass = reports[-1]
+        return reports[-1] if reports else None
 
     def over_threshold(self) -> bool:
         return self.conv.total_tokens > self.compactor.ctx.window.threshold_tokens

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 
+from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.store.store import ARCHIVED, SessionInfo, Store
 from hermes_tui.transcript import Message
 
 
 def session_messages(store: Store, session_id: str, *, include_archived: bool) -> list[Message]:
-    """Active messages, or every row in order with archived ones flagged ``meta.archived``."""
+    """Active messages, or every row in order with archived ones flagged ``meta.archived``.
+
+    With the archive, a trimmed tool result is left out: its original is there, in full, at
+    the same place (both would be two results of one call).
+    """
     if not include_archived:
         return store.load_active(session_id)
     out = []
     for msg, state in store.load_all(session_id):
+        if is_trimmed(msg):
+            continue
         if state == ARCHIVED:
             msg.meta = {**msg.meta, "archived": True}
         out.append(msg)

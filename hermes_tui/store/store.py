@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
+from hermes_tui.compaction.trim import TrimResult
+from hermes_tui.conversation import Replacement
 from hermes_tui.faults import crash_point
 from hermes_tui.store import lease
 from hermes_tui.store.db import StoreError, close_database, open_database, translate_errors
@@ -43,7 +45,7 @@ class SessionInfo:
     updated: float
     model: str | None = None
     aux_model: str | None = None
-    message_count: int = 0   # every message ever added (active and archived), markers excluded
+    message_count: int = 0   # every message ever added (active and archived), markers and trimmed versions excluded
     active_count: int = 0    # what a resume loads, markers included
     kind: str = "chat"       # SESSION_KINDS
 
@@ -253,14 +255,18 @@ class Store:
         return len(new)
 
     def archive_and_compact(self, session_id: str, result: PassResult) -> None:
-        """Publish a pass in one transaction: archive what it absorbed, insert its marker.
+        """Publish a pass in one transaction: archive what it absorbed, insert its marker
+        (a trim: archive each result it trimmed, insert the trimmed version in its place).
 
         Used as the compactor's ``persist`` hook: if this raises, the pass is not
         published and the in-memory transcript stays as it was.
         """
         splice = result.splice
+        replacement = result.replacement if isinstance(result, TrimResult) else None
         with self._transaction():
             self._check_writer(session_id)
+            if replacement is not None:
+                self._replace(session_id, replacement)
             if splice is not None:
                 marker = splice.marker
                 if any(not m.stored for m in splice.archived):
@@ -282,6 +288,18 @@ class Store:
         if splice is not None:
             for msg in (*splice.archived, splice.marker):
                 msg.stored = True
+        if replacement is not None:
+            for msg in (*replacement.archived, *replacement.messages):
+                msg.stored = True
+
+    def _replace(self, session_id: str, replacement: Replacement) -> None:
+        """(in a transaction) Each replaced row archived, its replacement inserted at its position."""
+        if any(not m.stored for m in replacement.archived):
+            raise StoreError(f"{self.path}: the trim covers messages not stored yet: flush first")
+        for old, new in zip(replacement.archived, replacement.messages, strict=True):
+            position = self._position_of(session_id, old.id)
+            self._archive(session_id, old, new.id)
+            self._insert(session_id, new, position, ACTIVE)
 
     # --- reading -------------------------------------------------------------------------
     def load_active(self, session_id: str) -> list[Message]:
@@ -445,7 +463,7 @@ class _Transaction:
 
 _SESSION_SELECT = """
     SELECT s.id, s.title, s.created, s.updated, s.model, s.aux_model,
-           count(CASE WHEN m.kind = 'message' THEN 1 END),
+           count(CASE WHEN m.kind = 'message' AND json_extract(m.meta, '$.trimmed') IS NULL THEN 1 END),
            count(CASE WHEN m.state = 'active' THEN 1 END), s.kind
     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
 """

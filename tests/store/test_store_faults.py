@@ -38,6 +38,8 @@ from typing import Any
 import pytest
 from helpers import assert_tools_paired
 
+from hermes_tui.compaction.trim import META_KEY as TRIM_META
+from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.store import Store
 from hermes_tui.transcript import Message, parse_transcript
 
@@ -199,7 +201,8 @@ def check_store(db: Path, inputs: list[Message], *, complete: bool) -> tuple[str
         assert store.conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')") is not None
 
     # Active + archived: a prefix of the input, each message exactly once, in order.
-    stored = [m for m, _ in rows if not m.is_marker]
+    # (A trimmed tool result is a row of its own, standing in for its archived original.)
+    stored = [m for m, _ in rows if not m.is_marker and not is_trimmed(m)]
     prefix = inputs[: len(stored)]
     assert [key(m) for m in stored] == [key(m) for m in prefix], "stored rows are not the input prefix"
     if complete:
@@ -209,7 +212,11 @@ def check_store(db: Path, inputs: list[Message], *, complete: bool) -> tuple[str
     # every marker comes after what it covers.
     order = {m.id: n for n, (m, _) in enumerate(rows)}
     all_markers = {m.id: m for m, _ in rows if m.is_marker}
+    trims = {m.id: m.meta[TRIM_META]["original"] for m, _ in rows if is_trimmed(m)}
     for mid, marker_id in archived_by.items():
+        if marker_id in trims:  # an original, archived by its trimmed version
+            assert trims[marker_id] == mid and order[marker_id] > order[mid], mid
+            continue
         marker = all_markers.get(marker_id)
         assert marker is not None, f"row {mid} archived by a missing marker {marker_id}"
         assert mid in marker.meta["covers"] or mid == marker.meta.get("supersedes"), mid

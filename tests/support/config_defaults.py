@@ -1,7 +1,8 @@
 """config.yaml's defaults written out independently of the schema, for the tests that check it."""
 
 # The defaults as DESIGN.md states them, plus the documented additions (model.max_tokens:
-# the reply cap the chat clients use; compression.micro_compact_mode, fact_guard, tokenizer;
+# the reply cap the chat clients use; compression.micro_compact_mode, fact_guard, tokenizer, trim,
+# trim_threshold_tokens;
 # auxiliary.compression.max_tokens).
 DESIGN_DEFAULTS = {
     "model": {
@@ -18,6 +19,8 @@ DESIGN_DEFAULTS = {
         "target_ratio": 0.20,
         "protect_first_n": 3,
         "micro_compact": True,
+        "trim": True,
+        "trim_threshold_tokens": 600,
         "policy": "watermark",
         "high_water": 0.85,
         "low_water": 0.55,

@@ -1,0 +1,192 @@
+"""The trim stage: bulky old tool results cut to head + tail + a one-line digest, no model.
+
+The cheapest stage (DESIGN.md "Compaction stages, cheapest first"). Between the
+protected head and the tail, every tool result over ``compression.trim_threshold_tokens``
+is replaced in place by a new message with the same role, ``tool_call_id`` and ``name``
+(so pairing and order are untouched) whose content is
+
+    <its first lines, about HEAD_TOKENS>
+    [trimmed; full output archived; tokens: 4,210; lines: 180]
+    [not shown: error `AssertionError: Lists differ`; path `tests/test_media.py`]
+    <its last lines, about TAIL_TOKENS>
+
+(Counts written "tokens: N", not "N tokens": the fact guard would list "N tokens" as a
+fact of the exchange when a pass folds it.) The second bracket line is there only when
+the text not shown holds errors or paths
+(``facts.extract_facts``: deterministic, each value held to the Facts section's checks).
+The original is archived by the store in the same transaction (``Store.archive_and_compact``),
+so it stays searchable and a resume loads the trimmed version.
+
+Why these numbers: a tool result is capped at ``agent.max_output_bytes`` (32,000 bytes,
+about 8K tokens) before it enters the transcript; on the five real agent sessions in
+``shared/data/sessions`` the median result is 40-140 tokens (never touched) and a few
+results over 600 tokens hold most of the tool tokens. A trimmed result is at most about
+HEAD_TOKENS + TAIL_TOKENS + the digest (~250 tokens), so the default threshold of 600
+makes every trim save well over half of what it cuts, and a result is trimmed only when
+that pays for the cache break it causes.
+
+Credentials: the kept text is cut from the *redacted* result (``redaction.redact`` runs
+on the whole text first, so a cut never leaves half a secret that redaction no longer
+recognises) and redacted again after cutting. The trimmed version therefore shows no
+credential the original did not, and fewer of those it did.
+
+What is never trimmed: anything but a tool result (user, assistant, system messages,
+markers), a result inside the head or the tail, a result already trimmed (``meta["trimmed"]``),
+a result whose content is a list of parts (an image is not lines), and one whose trimmed
+version would not save at least a third of it.
+
+Pure planning: ``plan_trim`` changes nothing; the compactor publishes its ``TrimResult``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hermes_tui.compaction import facts
+from hermes_tui.compaction.redaction import redact
+from hermes_tui.compaction.state import MicroState, PassResult
+from hermes_tui.compaction.window import head_end, tail_start
+from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
+from hermes_tui.conversation import Replacement
+from hermes_tui.tokens import TokenCounter, count_message
+from hermes_tui.transcript import Message, new_message_id
+
+TRIM = "trim"                        # the kind of the result and its report
+TRIMMED = "trimmed"                  # outcome: results were trimmed
+META_KEY = "trimmed"                 # meta of a trimmed result: what it was
+HEAD_TOKENS = 150
+TAIL_TOKENS = 70
+MAX_DIGEST_FACTS = 4
+# A trim that keeps more than this share of a result is not worth its cache break.
+MAX_KEPT_SHARE = 2 / 3
+DEFAULT_THRESHOLD_TOKENS = _DEFAULTS.trim_threshold_tokens
+
+
+@dataclass
+class TrimResult(PassResult):
+    """A trim stage's plan: ``replacement`` swaps each bulky result for its trimmed version."""
+
+    replacement: Replacement | None = None
+
+
+def is_trimmed(msg: Message) -> bool:
+    return isinstance(msg.meta, dict) and META_KEY in msg.meta
+
+
+def trimmable(msg: Message, counter: TokenCounter, threshold_tokens: int) -> bool:
+    """A tool result over the threshold, never trimmed before, with plain text content."""
+    return (
+        msg.role == "tool"
+        and msg.parts is None
+        and not is_trimmed(msg)
+        and count_message(counter, msg) > threshold_tokens
+    )
+
+
+def plan_trim(
+    messages: list[Message],
+    counter: TokenCounter,
+    *,
+    protect_first_n: int,
+    tail_budget: int,
+    threshold_tokens: int = DEFAULT_THRESHOLD_TOKENS,
+    state: MicroState | None = None,
+) -> TrimResult | None:
+    """The trim of ``messages`` now, or None when nothing between head and tail is bulky."""
+    head = head_end(messages, protect_first_n)
+    tail = tail_start(messages, counter, tail_budget)
+    removed: list[tuple[int, str]] = []
+    originals: list[Message] = []
+    replacements: list[Message] = []
+    before = after = 0
+    for index in range(head, tail):
+        msg = messages[index]
+        if not trimmable(msg, counter, threshold_tokens):
+            continue
+        new = trimmed(msg, counter)
+        tokens, kept = count_message(counter, msg), count_message(counter, new)
+        if kept > tokens * MAX_KEPT_SHARE:
+            continue
+        removed.append((index, msg.id))
+        originals.append(msg)
+        replacements.append(new)
+        before, after = before + tokens, after + kept
+    if not removed:
+        return None
+    return TrimResult(
+        TRIM, TRIMMED, state or MicroState(),
+        replacement=Replacement(tuple(removed), tuple(replacements), tuple(originals)),
+        stats={"results_trimmed": len(removed), "trimmed_tokens_before": before, "trimmed_tokens_after": after},
+    )
+
+
+def trimmed(msg: Message, counter: TokenCounter) -> Message:
+    """``msg`` (a tool result) as its first and last lines around a digest, under a new id."""
+    tokens = count_message(counter, msg)
+    text = redact(msg.content)
+    head, middle, tail = cut(text, counter, HEAD_TOKENS, TAIL_TOKENS)
+    lines = text.count("\n") + 1
+    parts = [redact(head.removesuffix("\n")), f"[trimmed; full output archived; tokens: {tokens:,}; lines: {lines:,}]"]
+    mentioned = _mentions(middle)
+    if mentioned:
+        parts.append(f"[not shown: {mentioned}]")
+    if tail:
+        parts.append(redact(tail))
+    meta = {**msg.meta, META_KEY: {"original": msg.id, "tokens": tokens, "lines": lines}}
+    return Message(
+        role=msg.role, content="\n".join(parts), tool_call_id=msg.tool_call_id, name=msg.name,
+        meta=meta, id=new_message_id(),
+    )
+
+
+def cut(text: str, counter: TokenCounter, head_tokens: int, tail_tokens: int) -> tuple[str, str, str]:
+    """``text`` as (head, middle, tail), in that order the whole of it.
+
+    Whole lines while each budget lasts. A first (last) line longer than its whole
+    budget is cut to a prefix (suffix) of itself, so a minified file or a one-line JSON
+    blob still shows its start and its end. The head and the tail never overlap.
+    """
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    a, spent = 0, 0
+    for line in lines:
+        cost = counter.count_text(line) + 1
+        if spent + cost > head_tokens:
+            break
+        spent, a = spent + cost, a + len(line)
+    if a == 0:
+        a = len(_prefix(lines[0], counter, head_tokens))
+    b, spent = len(text), 0
+    for line in reversed(lines):
+        cost = counter.count_text(line) + 1
+        if spent + cost > tail_tokens or b - len(line) < a:
+            break
+        spent, b = spent + cost, b - len(line)
+    if b == len(text):  # the last line alone is over the budget (trailing newlines aside): its end
+        body = text[a:].rstrip("\n")
+        end = _suffix(body.rsplit("\n", 1)[-1], counter, tail_tokens)
+        b = max(a, a + len(body) - len(end))
+    return text[:a], text[a:b], text[b:]
+
+
+def _prefix(line: str, counter: TokenCounter, budget: int) -> str:
+    piece = line[: budget * 4]
+    while len(piece) > 16 and counter.count_text(piece) > budget:
+        piece = piece[: int(len(piece) * 0.8)]
+    return piece
+
+
+def _suffix(line: str, counter: TokenCounter, budget: int) -> str:
+    piece = line[-budget * 4:] if len(line) > budget * 4 else line
+    while len(piece) > 16 and counter.count_text(piece) > budget:
+        piece = piece[len(piece) - int(len(piece) * 0.8):]
+    return piece
+
+
+def _mentions(text: str) -> str:
+    """Errors and paths in the text not shown, quoted as data ("" when none)."""
+    if not text.strip():
+        return ""
+    found = facts.extract_facts([Message(role="tool", content=text, tool_call_id="x")])
+    kept = [(kind, value) for kind, value in found if kind in (facts.ERROR, facts.PATH)][:MAX_DIGEST_FACTS]
+    return "; ".join(f"{kind} {facts.QUOTE}{value}{facts.QUOTE}" for kind, value in kept)
