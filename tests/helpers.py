@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
+from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
@@ -25,6 +26,10 @@ from hermes_tui.tokens import EstimateCounter
 from hermes_tui.transcript import Message
 
 _ids = itertools.count()
+
+# A compression model fast enough that defrag and batch take their whole input in one call,
+# as the spec describes them; tests of sizing (tests/compaction/test_sizing.py) set their own.
+INSTANT = ModelSpeed(prompt_tps=1e9, generation_tps=1e9, measured=True)
 
 
 def words(n: int, seed: str = "w") -> str:
@@ -127,6 +132,7 @@ def make_compactor(
         defrag_threshold_tokens=defrag_threshold,
         mode=settings.micro_compact_mode,
         fact_guard=settings.fact_guard,
+        speed=INSTANT,
     )
     return Compactor(ctx, settings, session_id="test"), Conversation(counter=counter)
 

@@ -29,8 +29,11 @@ from hermes_tui.conversation import Splice
 from hermes_tui.tokens import count_message, count_messages
 from hermes_tui.transcript import BATCH, Message, make_marker
 
-# Input per summarizer call: small enough for a small local model's window.
+# Input per summarizer call: small enough for a small local model's window; less for a model
+# too slow to read that much in time (sizing.py).
 CHUNK_TOKENS = 8_000
+# What a batch call writes, as a share of what it reads, for sizing its pieces.
+BATCH_OUTPUT_RATIO = 0.5
 
 
 def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, focus: str | None = None) -> PassResult:
@@ -64,12 +67,14 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     summary = previous
     summary_tokens = ctx.counter.count_text(summary)
     prompt_tokens = completion_tokens = 0
-    for chunk in _chunks(messages, absorb, ctx):
+    # Pieces the model finishes in time (sizing.py), beside the summary so far.
+    chunk_tokens = min(CHUNK_TOKENS, ctx.speed.piece_tokens(ctx.timeout_s, BATCH_OUTPUT_RATIO))
+    for chunk in _chunks(messages, absorb, ctx, chunk_tokens):
         chunk_tokens = count_messages(ctx.counter, chunk)
         request = SummaryRequest("batch", summary, [redact_message(m) for m in chunk], focus)
         try:
             budget = generation_budget(ctx, summary_tokens + chunk_tokens)
-            completion = run_summarizer(ctx.summarizer, request, max_tokens=budget)
+            completion = run_summarizer(ctx.summarizer, request, max_tokens=budget, speed=ctx.speed)
         except SummarizerError as exc:
             return PassResult(
                 BATCH, BATCH_FAILED, state, failure=exc.kind, detail=failure_detail(exc), stats=_timed(stats, started)
@@ -137,15 +142,15 @@ def _foldable(
     return fold, absorb
 
 
-def _chunks(messages: list[Message], indices: list[int], ctx: PassContext) -> list[list[Message]]:
-    """Split the messages to absorb into chunks of about CHUNK_TOKENS, never inside a tool group."""
+def _chunks(messages: list[Message], indices: list[int], ctx: PassContext, size: int) -> list[list[Message]]:
+    """Split the messages to absorb into chunks of about ``size`` tokens, never inside a tool group."""
     chunks: list[list[Message]] = [[]]
     spent = 0
     for i in indices:
         msg = messages[i]
         cost = count_message(ctx.counter, msg)
         starts_group = msg.role != "tool"
-        if starts_group and chunks[-1] and spent + cost > CHUNK_TOKENS:
+        if starts_group and chunks[-1] and spent + cost > size:
             chunks.append([])
             spent = 0
         chunks[-1].append(msg)

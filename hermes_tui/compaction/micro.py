@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hermes_tui.compaction import checks, facts, notes, prompts, user_floor
 from hermes_tui.compaction.markers import is_marker
 from hermes_tui.compaction.redaction import redact, redact_message
+from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.state import (
     ABSORBED,
     DEFRAG,
@@ -77,6 +78,10 @@ class PassContext:
     # Append mode: a step under this many tokens gets its deterministic notes without a model
     # call: notes about it would save next to nothing, and a small local model takes 5-40 s.
     notes_below_tokens: int = 150
+    # The compression model's speeds, learnt from its calls, and the time a call may take:
+    # defrag and batch take their input in pieces the model finishes in time (sizing.py).
+    speed: ModelSpeed = field(default_factory=ModelSpeed)
+    timeout_s: float = AuxiliaryCompressionConfig().timeout
 
     @property
     def facts_budget_tokens(self) -> int:
@@ -243,7 +248,7 @@ def _ask(
     append = ctx.mode == APPEND
     request = SummaryRequest("append" if append else "absorb", body, redacted, strict=strict)
     max_tokens = generation_budget(ctx, exchange_tokens if append else replaced_tokens, notes=append)
-    completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens)
+    completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens, speed=ctx.speed)
     _add_usage(stats, completion)
     return _read_reply(
         ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=replaced_tokens - scaffold,
@@ -352,22 +357,31 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
     only facts of the middle folded in now that the output lost; facts of earlier
     passes that the consolidation dropped stay dropped: that is how the section is pruned.
     """
+    base = user_floor.without_section(state.summary, state.quotes)
+    base_tokens = ctx.counter.count_text(base)
+    # What the model can consolidate within the timeout, at its measured speeds (sizing.py).
+    budget = ctx.speed.piece_tokens(ctx.timeout_s, DEFRAG_MAX_RATIO)
+    if base_tokens > budget and state.marker_index is not None:
+        return _defrag_piece(messages, state, ctx, budget)
     # User messages outside the floor are folded too, and quoted while they fit (user_floor).
     fold = set(user_floor.foldable_users(messages, head, tail, ctx.counter, ctx.user_floor_tokens))
     middle = [
         i for i in range(head, tail)
         if (i in fold or not _never_absorbed(messages[i])) and i != state.marker_index
     ]
+    # As much of the middle as fits beside the summary; the rest is left to ordinary passes.
+    middle = _fitting(messages, middle, budget - base_tokens, ctx)
+    fold &= set(middle)
     middle_messages = [messages[i] for i in middle]
-    base = user_floor.without_section(state.summary, state.quotes)
-    input_tokens = ctx.counter.count_text(base) + count_messages(ctx.counter, middle_messages)
+    input_tokens = base_tokens + count_messages(ctx.counter, middle_messages)
     stats = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
 
     redacted = [redact_message(m) for m in middle_messages]
     request = SummaryRequest("defrag", redact(base), redacted)
     detail: str | None = None
     try:
-        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO))
+        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO),
+                                    speed=ctx.speed)
         stats.update(_usage(completion))
         text = redact(checks.clean_summary(completion.text))
         problem = checks.defrag_problem(
@@ -399,6 +413,74 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
     new_state = _after_splice(floor, splice, summary, summary_tokens, facts=tuple(kept), failing_id=None, failures=0)
     new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
     stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens, users_folded=len(folded))
+    return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
+
+
+def _fitting(messages: list[Message], indices: list[int], room: int, ctx: PassContext) -> list[int]:
+    """The first of ``indices`` whose messages fit in ``room`` tokens, never ending inside a
+    tool group (a call and its results go together)."""
+    kept: list[int] = []
+    spent = 0
+    for i in indices:
+        spent += count_message(ctx.counter, messages[i])
+        if spent > room and messages[i].role != "tool":
+            break
+        kept.append(i)
+    while kept and spent > room and messages[kept[-1]].role == "tool":
+        # The group that overflowed: take it back whole.
+        while kept and messages[kept[-1]].role == "tool":
+            kept.pop()
+        if kept:
+            kept.pop()
+        spent = count_messages(ctx.counter, [messages[i] for i in kept])
+    return kept
+
+
+def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, budget: int) -> PassResult:
+    """The summary alone is more than the model consolidates in time: its oldest lines, up to
+    ``budget`` tokens, are consolidated and the rest stays as it is. The marker is replaced;
+    no message is absorbed. Later defrags take the next piece while the summary is too long.
+    """
+    body = facts.body_of(user_floor.without_section(state.summary, state.quotes), state.facts)
+    lines = body.split("\n")
+    piece: list[str] = []
+    spent = 0
+    for line in lines:
+        cost = ctx.counter.count_text(line) + 1
+        if piece and spent + cost > budget:
+            break
+        piece.append(line)
+        spent += cost
+    piece_text = "\n".join(piece)
+    input_tokens = ctx.counter.count_text(piece_text)
+    stats: dict = {"cursor": state.cursor, "exchange_tokens": 0, "defrag_piece_tokens": input_tokens}
+    request = SummaryRequest("defrag", redact(piece_text), [])
+    detail: str | None = None
+    try:
+        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO),
+                                    speed=ctx.speed)
+        stats.update(_usage(completion))
+        text = redact(checks.clean_summary(completion.text))
+        problem = checks.defrag_problem(
+            text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
+            input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
+        )
+    except SummarizerError as exc:
+        problem, detail = exc.kind, failure_detail(exc)
+    if problem:
+        failures = state.defrag_failures + 1
+        new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
+        return PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
+    consolidated, _ = _split(ctx, text)  # the Facts section stays the engine's, as it was
+    rest = "\n".join(lines[len(piece):])
+    new_body = f"{consolidated}\n{rest}" if rest else consolidated
+    summary = user_floor.compose(state.quotes, facts.compose(new_body, state.facts) if ctx.fact_guard else new_body)
+    summary_tokens = ctx.counter.count_text(summary)
+    marker = _marker(summary, summary_tokens, [], state, list(state.facts), ctx)
+    splice = Splice(((state.marker_index, state.marker_id),), marker, (messages[state.marker_index],))
+    new_state = _after_splice(state, splice, summary, summary_tokens, failing_id=None, failures=0)
+    new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
+    stats.update(rolling_summary_tokens=summary_tokens, users_folded=0)
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 
 

@@ -11,9 +11,14 @@ from dataclasses import dataclass, field
 
 from hermes_tui.compaction import prompts
 from hermes_tui.compaction.redaction import redact
+from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarizer import Completion, Summarizer, SummarizerError
 from hermes_tui.faults import crash_point
 from hermes_tui.transcript import Message
+
+# The failure kind of a call that ran out of time (``providers.failures.TIMEOUT``; compaction
+# does not import providers).
+TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,22 @@ def failure_detail(exc: SummarizerError) -> str:
     return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
 
 
-def run_summarizer(summarizer: Summarizer, request: SummaryRequest, *, max_tokens: int) -> Completion:
+def run_summarizer(
+    summarizer: Summarizer, request: SummaryRequest, *, max_tokens: int, speed: ModelSpeed | None = None
+) -> Completion:
+    """One call; ``speed`` learns from it (or from its timing out) how fast the model is."""
     crash_point("summarizer.call")
     structured = getattr(summarizer, "summarize", None)
-    if callable(structured):
-        return structured(request, max_tokens=max_tokens)
-    return summarizer.complete(request.to_chat(), max_tokens=max_tokens)
+    try:
+        if callable(structured):
+            completion = structured(request, max_tokens=max_tokens)
+        else:
+            completion = summarizer.complete(request.to_chat(), max_tokens=max_tokens)
+    except SummarizerError as exc:
+        if speed is not None and exc.kind == TIMEOUT:
+            speed.timed_out()
+        raise
+    if speed is not None and completion.prompt_tokens is not None:
+        speed.observe(completion.prompt_tokens - (completion.cached_tokens or 0), completion.completion_tokens,
+                      completion.duration_s, completion.prompt_tps, completion.generation_tps)
+    return completion

@@ -30,6 +30,9 @@ MICRO_FIELDS = (
     "facts_kept", "facts_added",
     # The user-message floor: user messages this pass folded, and quotes the summary holds.
     "users_folded", "quotes",
+    # Who wrote what was absorbed ("model", or the exchange's deterministic "notes"), why the
+    # model's answers were not taken (reasons only), and how many calls the pass made.
+    "written_by", "rejected", "model_calls",
 )
 BATCH_FIELDS = (
     "event", "session_id", "outcome", "failure",

@@ -71,6 +71,7 @@ def build_compactor(
     counter: TokenCounter,
     context_limit: int | None,
     max_tokens_cap: int | None = None,
+    timeout_s: float | None = None,
     pressure_share: float | None = PRESSURE_SHARE,
     session_id: str = "",
     main_model: str | None = None,
@@ -87,6 +88,7 @@ def build_compactor(
         protect_first_n=settings.protect_first_n,
         defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
         max_tokens_cap=max_tokens_cap,
+        **({} if timeout_s is None else {"timeout_s": timeout_s}),
         # The watermark policy folds a backlog with passes back to back, one exchange each: a
         # defrag of the whole middle in one call is what a small model cannot finish in time.
         pressure_share=None if settings.policy == WATERMARK else pressure_share,
@@ -111,6 +113,7 @@ def make_compactor(
         counter=counter,
         context_limit=context_limit or config.model.context_length,
         max_tokens_cap=config.auxiliary.compression.max_tokens,
+        timeout_s=config.auxiliary.compression.timeout,
         session_id=session_id,
         main_model=config.model.model or None,
     )

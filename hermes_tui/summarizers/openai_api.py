@@ -171,6 +171,8 @@ class OpenAISummarizer:
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         finish_reason = choice.get("finish_reason")
+        # llama.cpp's server says how fast it read and wrote (its "timings"); others do not.
+        timings = body.get("timings") if isinstance(body.get("timings"), dict) else {}
         return Completion(
             text=model_text([content]),
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
@@ -178,5 +180,11 @@ class OpenAISummarizer:
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
             duration_s=duration,
             cached_tokens=_int_or_none(cached),
+            prompt_tps=_positive(timings.get("prompt_per_second")),
+            generation_tps=_positive(timings.get("predicted_per_second")),
         )
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 

@@ -43,6 +43,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from helpers import INSTANT
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -301,6 +302,7 @@ class CompactionMachine(RuleBasedStateMachine):
             mode=cfg["mode"],
             fact_guard=cfg["fact_guard"],
             notes_below_tokens=cfg["notes_below"],
+            speed=INSTANT,  # defrag and batch whole, as the oracle expects
         )
         self.compactor = Compactor(self.ctx, self.settings, session_id="prop")
         self.conv = Conversation(counter=self.counter)

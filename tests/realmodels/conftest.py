@@ -1,0 +1,25 @@
+"""The real-model tests: llama-server on Qwen2.5-Coder-0.5B-Instruct, once per run.
+
+Deselected by the plain ``uv run pytest`` (the ``realmodels`` marker); ``.ci/run`` runs
+``../shared/realmodels/setup`` and then ``uv run pytest -m realmodels``. Without the models
+the tests fail, saying to run the setup: selected on purpose, they must not pass silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from support.llama_server import SMALL_MODEL, LlamaServer, RealModelsMissing, start_llama_server
+
+
+@pytest.fixture(scope="session")
+def small_model_server(tmp_path_factory) -> Iterator[LlamaServer]:
+    try:
+        server = start_llama_server(SMALL_MODEL, tmp_path_factory.mktemp("llama_server"))
+    except RealModelsMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()

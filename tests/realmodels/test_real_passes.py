@@ -1,0 +1,72 @@
+"""Compaction passes through a real small model (Qwen2.5-Coder-0.5B-Instruct under llama-server).
+
+What the stand-ins could not show: that a real model's answers, judged by the engine, end up
+as summaries with content, and that the window holds over a real session while the model is
+slow. The session is the bundled demo (a real mini-swe-agent session on django).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from hermes_tui.analysis.replay import replay
+from hermes_tui.compaction import facts
+from hermes_tui.compaction.checks import is_refusal, looks_like_instructions
+from hermes_tui.config import Config
+from hermes_tui.conversation import Conversation
+from hermes_tui.session.wiring import make_compactor, make_counter
+from hermes_tui.summarizers.openai_api import OpenAISummarizer
+from hermes_tui.transcript import parse_transcript
+
+pytestmark = [pytest.mark.realmodels, pytest.mark.timeout(900)]
+
+DEMO = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
+
+
+def demo(messages: int):
+    return parse_transcript(DEMO.read_text(encoding="utf-8"), source=str(DEMO))[:messages]
+
+
+def compactor_for(server, *, policy: str, limit: int):
+    config = Config.model_validate({"compression": {"policy": policy}})
+    counter = make_counter(config)
+    summarizer = OpenAISummarizer(server.base_url, server.model, timeout=120)
+    return make_compactor(config, counter=counter, summarizer=summarizer, context_limit=limit), counter
+
+
+def test_passes_absorb_with_content_written_by_the_model(small_model_server):
+    """One pass per agent step over the first steps of a real session: the model's notes are
+    absorbed (at least most of them: the rest by the exchange's own notes), never a refusal,
+    an instruction or a copy, and the summary keeps the files the steps named."""
+    compactor, counter = compactor_for(small_model_server, policy="per_exchange", limit=6_000)
+    conv = Conversation(counter=counter)
+    result = replay(demo(34), conv, compactor, turns="step")
+    worked = [r for r in result.reports if r.kind == "micro" and r.outcome != "nothing_to_absorb"]
+    absorbed = [r for r in worked if r.outcome == "absorbed"]
+    by_model = [r for r in absorbed if r.fields["written_by"] == "model"]
+    assert len(worked) >= 4, [r.outcome for r in result.reports]
+    assert len(absorbed) == len(worked), [(r.outcome, r.fields.get("failure")) for r in worked]
+    assert len(by_model) >= len(absorbed) / 2, [(r.fields["written_by"], r.fields["rejected"]) for r in absorbed]
+    body = facts.body_of(compactor.rolling_summary, compactor.state.facts)
+    assert not is_refusal(body) and not looks_like_instructions(body)
+    assert "widgets.py" in compactor.rolling_summary
+
+
+def test_the_window_holds_over_a_real_session_slice(small_model_server):
+    """The default policy at a small window over 80 messages of a real session: after each
+    step's compaction the context is back under the threshold, no batch compaction fails."""
+    compactor, counter = compactor_for(small_model_server, policy="watermark", limit=8_192)
+    conv = Conversation(counter=counter)
+    after: list[int] = []
+    started = time.perf_counter()
+    result = replay(demo(80), conv, compactor, turns="step",
+                    on_turn=lambda n, total, reports: after.append(conv.total_tokens))
+    threshold = compactor.ctx.window.threshold_tokens
+    assert max(after) <= threshold, (max(after), threshold)
+    assert result.count("failed", "batch") == 0
+    assert any(r.kind == "micro" and r.outcome == "absorbed" for r in result.reports)
+    print(f"peak after passes {max(after)} of {threshold} tokens; {len(result.reports)} reports in "
+          f"{time.perf_counter() - started:.0f} s")
