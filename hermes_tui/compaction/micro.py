@@ -77,7 +77,7 @@ class PassContext:
     user_verbatim_tokens: int | None = _DEFAULTS.user_verbatim_tokens  # None: user_floor's share of the threshold
     # Append mode: a step under this many tokens gets its deterministic notes without a model
     # call: notes about it would save next to nothing, and a small local model takes 5-40 s.
-    notes_below_tokens: int = 150
+    notes_below_tokens: int = 0
     # The compression model's speeds, learnt from its calls, and the time a call may take:
     # defrag and batch take their input in pieces the model finishes in time (sizing.py).
     speed: ModelSpeed = field(default_factory=ModelSpeed)
