@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
-from hermes_tui.compaction.trim import TrimResult
 from hermes_tui.conversation import Replacement
 from hermes_tui.faults import crash_point
 from hermes_tui.store import lease
@@ -262,7 +261,9 @@ class Store:
         published and the in-memory transcript stays as it was.
         """
         splice = result.splice
-        replacement = result.replacement if isinstance(result, TrimResult) else None
+        # A trim's plan (compaction.trim.TrimResult) carries its replacement; not imported here, so
+        # that commands which only read the store do not load the compaction config.
+        replacement = getattr(result, "replacement", None)
         with self._transaction():
             self._check_writer(session_id)
             if replacement is not None:
