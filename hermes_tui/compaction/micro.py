@@ -110,11 +110,15 @@ def plan_micro_pass(
     cursor = normalize_cursor(messages, max(state.cursor or 0, head))
 
     reason = _defrag_reason(messages, state, ctx, cursor, tail, total_tokens)
-    if reason and state.defrag_wait == 0:
-        result = _defrag(messages, state, ctx, head, tail)
+    # Window pressure is relieved by folding the middle: a defrag whose piece holds none of it
+    # (the next message alone is more than the model handles in time) would only re-summarize
+    # the summary, pass after pass; the ordinary pass absorbs the next exchange instead.
+    result = _defrag(messages, state, ctx, head, tail, need_middle=reason == "window_pressure") if (
+        reason and state.defrag_wait == 0) else None
+    if result is not None:
         result.stats["defrag_reason"] = reason
     else:
-        if reason:
+        if reason and state.defrag_wait > 0:
             state = state.evolve(defrag_wait=state.defrag_wait - 1)
         result = _absorb(messages, state, ctx, cursor, tail)
     result.stats.setdefault("cursor", cursor)
@@ -350,7 +354,9 @@ def _fact_stats(ctx: PassContext, state: MicroState, kept: list[facts.Fact]) -> 
     return {"facts_kept": len(kept), "facts_added": sum(1 for _, value in kept if value not in before)}
 
 
-def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: int, tail: int) -> PassResult:
+def _defrag(
+    messages: list[Message], state: MicroState, ctx: PassContext, head: int, tail: int, *, need_middle: bool = False
+) -> PassResult | None:
     """Re-summarize the summary and whatever middle remains, in one shot; it must shrink.
 
     The model gets the whole summary, Facts section included. The guard then re-adds
@@ -371,6 +377,8 @@ def _defrag(messages: list[Message], state: MicroState, ctx: PassContext, head: 
     ]
     # As much of the middle as fits beside the summary; the rest is left to ordinary passes.
     middle = _fitting(messages, middle, budget - base_tokens, ctx)
+    if need_middle and not middle:
+        return None
     fold &= set(middle)
     middle_messages = [messages[i] for i in middle]
     input_tokens = base_tokens + count_messages(ctx.counter, middle_messages)

@@ -11,7 +11,8 @@ and checks every request it is sent. After every turn:
 
  1. every request the model got was valid: each call answered, right after its message;
  2. every call made has exactly one result, in memory and in the store, on the same
-    side (active or archived) as its call;
+    side (active or archived) as its call (a result the trim stage cut stands in for
+    its original, which stays stored, archived, at an earlier row);
  3. user messages are verbatim, in order, never archived;
  4. nothing lost: every message the turn produced is in the store (active or archived);
  5. the store's active rows are the in-memory transcript; reopening adds nothing.
@@ -29,6 +30,8 @@ from helpers import ScriptedModel, check_request
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from hermes_tui.compaction.trim import META_KEY as TRIM_META
+from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.config import Config
 from hermes_tui.session.agent import AgentListener, AgentTurn, Tools
 from hermes_tui.session.fit import ContextTooLarge
@@ -156,8 +159,14 @@ def check_turn(store: Store, session, sent: list[str], produced: list[str], made
     assert all(state_of[m.id] == "active" for m, _ in rows if m.role == "user")
     results: dict[str, list[str]] = {}
     call_state: dict[str, str] = {}
+    order = {m.id: n for n, (m, _) in enumerate(rows)}
+    # A trimmed result stands in for its original: the original is archived, before it.
+    originals = {m.meta[TRIM_META]["original"]: m for m, _ in rows if is_trimmed(m)}
+    for mid, trimmed in originals.items():
+        assert state_of[mid] == "archived" and order[mid] < order[trimmed.id], mid
+        assert rows[order[mid]][0].tool_call_id == trimmed.tool_call_id, mid
     for message, state in rows:
-        if message.role == "tool":
+        if message.role == "tool" and message.id not in originals:
             results.setdefault(message.tool_call_id, []).append(state)
         for call in message.tool_calls or []:
             call_state[call["id"]] = state

@@ -4,7 +4,8 @@ A session double stands for ``Session``: it records which kind of pass it was as
 plan, in order, and holds the first one at a gate so that the requests made meanwhile
 queue up. What is pinned: passes never overlap and run in the order asked for; a
 one-pass micro request always runs (each folds one exchange); of requests that pass
-down to a mark, and of batch requests, one waiting is enough."""
+down to a mark, and of batch requests, one waiting is enough; a batch the policy asked
+for runs the trim stage first (``plan_compress(trim=True)``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class QueueSession:
         self.due = Decision(1, MICRO, down_to)
         self.gate = threading.Event()
         self.planned: list[str] = []   # the kinds planned, in order
+        self.batch_trims: list[bool] = []  # ``trim`` of each batch planned
         self.in_flight = 0
         self.most_in_flight = 0
         self._lock = threading.Lock()
@@ -48,7 +50,8 @@ class QueueSession:
     def plan_pass(self) -> list[PassResult]:
         return self._plan("micro")
 
-    def plan_compress(self, focus: str | None = None) -> list[PassResult]:
+    def plan_compress(self, focus: str | None = None, *, trim: bool = False) -> list[PassResult]:
+        self.batch_trims.append(trim)
         return self._plan("batch")
 
     def publish_pass(self, planned) -> PassReport:
@@ -71,6 +74,7 @@ def settle(session: QueueSession, passes: BackgroundPasses) -> None:
     passes.settle(GATE_S)
     assert not passes.busy and passes.queued == 0
     assert session.in_flight == 0 and session.most_in_flight == 1  # one at a time
+    assert session.batch_trims == [True] * session.planned.count(BATCH)  # the trim stage first
 
 
 def test_one_pass_micro_requests_each_run_in_the_order_asked_with_batch_between():

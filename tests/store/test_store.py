@@ -625,8 +625,9 @@ def _clone(messages: list[Message]) -> list[Message]:
 
 def test_resume_loads_the_live_conversation_and_continues_where_it_stopped(db_path):
     def script(request):
-        if request.kind == "defrag":
-            return "- condensed."
+        if request.kind == "defrag":  # long enough not to be rejected as a scrap (checks.defrag_problem)
+            return ("- condensed: the agent read the files of the task, ran the steps one after the other,\n"
+                    "  and kept fixing the bug in app/models.py as the user asked, request after request.")
         return (request.summary + "\n" if request.summary else "") + f"- step {len(request.messages)}."
 
     summarizer = ScriptedSummarizer(script)

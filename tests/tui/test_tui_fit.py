@@ -26,6 +26,7 @@ from support.chat_app import (
 from support.scripted import answer, long_agent_session
 
 from hermes_tui.chat.openai_chat import OpenAIChatClient
+from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.config import Config
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
@@ -66,7 +67,9 @@ def note_texts(screen) -> list[str]:
 async def test_an_imported_session_over_the_window_is_compacted_before_it_is_sent(servers, store, hermes_home, tmp_path):
     server = servers.start({"window": WINDOW, "replies": [answer("Module 20 is next.")]})
     config = endpoint_config(server.base_url)  # no context_length: /v1/models says 16,384
-    session_id = imported(store, config, tmp_path, long_agent_session(20, 1060))
+    # ~100K tokens: the trim stage (no model) cuts the tool outputs to ~17K, still over the
+    # window, so the batch behind the gate runs too.
+    session_id = imported(store, config, tmp_path, long_agent_session(40, 1060))
     gated = GatedSummarizer()
     app = app_for(config, store, session_id=session_id, chat=OpenAIChatClient(server.base_url, "scripted"),
                   summarizer=gated)
@@ -74,7 +77,7 @@ async def test_an_imported_session_over_the_window_is_compacted_before_it_is_sen
         screen = app.screen
         await until(pilot, lambda: screen.session.compactor.ctx.window.limit == WINDOW, "the window from /v1/models")
         before = screen.session.conv.total_tokens
-        assert before > 3 * WINDOW  # ~50K tokens against a 16K window
+        assert before > 3 * WINDOW  # ~100K tokens against a 16K window
         await type_and_send(pilot, "What is next?")
         await until(pilot, gated.started.is_set, "the compaction before the request")
         assert "compacting…" in label(screen, "activity")  # shown while it runs
@@ -96,6 +99,40 @@ async def test_an_imported_session_over_the_window_is_compacted_before_it_is_sen
         assert isinstance(views(screen)[-1], AssistantMessage)
         assert screen.session.conv.messages[-1].content == "Module 20 is next."
         assert after < WINDOW and any(m.is_marker and m.marker_kind == "batch" for m in screen.session.conv.messages)
+        assert not [n for n in notes(screen) if n.has_class("-error")]
+        # The trim stage ran first: its originals are archived, each stood in for by its cut version.
+        archived = [m for m, state in store.load_all(session_id) if state == "archived"]
+        assert any(is_trimmed(m) for m in archived) or any(is_trimmed(m) for m in screen.session.conv.messages)
+
+
+@app_test
+async def test_an_imported_session_the_trim_stage_brings_under_the_window_is_sent_without_a_model(
+        servers, store, hermes_home, tmp_path):
+    server = servers.start({"window": WINDOW, "replies": [answer("Module 20 is next.")]})
+    config = endpoint_config(server.base_url)
+    # ~50K tokens, ~10K once the trim stage has cut its tool outputs: no summarizer call.
+    session_id = imported(store, config, tmp_path, long_agent_session(20, 1060))
+    gated = GatedSummarizer()
+    app = app_for(config, store, session_id=session_id, chat=OpenAIChatClient(server.base_url, "scripted"),
+                  summarizer=gated)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.session.compactor.ctx.window.limit == WINDOW, "the window from /v1/models")
+        assert screen.session.conv.total_tokens > 3 * WINDOW
+        await type_and_send(pilot, "What is next?")
+        await settle(pilot, screen)
+
+        assert gated.calls == 0
+        served = server.served()
+        assert [line["status"] for line in served] == [200]
+        assert request_tokens(served[0]["body"]) + REPLY <= WINDOW
+        assert served[0]["body"]["messages"][-1] == {"role": "user", "content": "What is next?"}
+        assert [n.note_title for n in notes(screen) if n.note_title == "Compacting before sending"]
+        compacted = [t for t in note_texts(screen) if t.startswith("Compacted: ")]
+        assert len(compacted) == 1 and compacted[0].endswith("tokens; sending now.")
+        assert any(is_trimmed(m) for m in screen.session.conv.messages)
+        assert not any(m.is_marker for m in screen.session.conv.messages)
+        assert screen.session.conv.messages[-1].content == "Module 20 is next."
         assert not [n for n in notes(screen) if n.has_class("-error")]
 
 
