@@ -44,7 +44,10 @@ from hermes_tui.tui.screens.model_import_dialog import ImportDialog
 from hermes_tui.tui.screens.models import ModelsScreen
 
 SIZE = (120, 40)
-CAP = 32  # tokens a benchmark pass may generate: the tiny model never stops by itself
+CAP = 32  # tokens a benchmark call may generate: the tiny model never stops by itself
+# Calls per pass: the tiny model's answers are cut off, so each pass asks again strictly, then
+# absorbs the exchange's notes; a pass's generated tokens are both calls'.
+CALLS = 2
 T0 = 1_678_795_200.0  # 2023-03-14 12:00 UTC: the same calendar day in (nearly) every time zone
 FAKE_REPO = "tiny/model-4bit"
 
@@ -183,7 +186,7 @@ async def test_open_import_use_as_compression_model_and_benchmark_it(config_path
         assert row[0] == "tiny-q4" and row[3] == "2"  # model, when, provider, passes
         [saved] = bench_results.list_runs(store)
         assert saved.model == str(imported) and len(saved.passes) == 2
-        assert all(p.completion_tokens == CAP for p in saved.passes)  # the cap held
+        assert all(p.completion_tokens == CALLS * CAP for p in saved.passes)  # the cap held, per call
         assert saved.settings["max_tokens"] == CAP and saved.provider == "mlx"
         assert [r.id for r in bench_screen.history] == [saved.id]
         assert "Saved as run" in status(bench_screen)
@@ -507,7 +510,7 @@ async def test_bench_cancel_keeps_the_measured_passes_and_export_writes_csv_and_
         await pilot.pause()
         [run] = bench_results.list_runs(store)
         assert run.cancelled and 1 <= len(run.passes) < passes
-        assert all(p.completion_tokens is None or p.completion_tokens <= CAP for p in run.passes)
+        assert all(p.completion_tokens is None or p.completion_tokens <= CALLS * CAP for p in run.passes)
         assert screen.shown[0].cancelled and "Cancelled" in status(screen)
         [row] = table_rows(screen.query_one("#results", DataTable))
         assert row[0] == "q4 (cancelled)" and row[3] == str(len(run.passes))  # model, when, provider, passes
