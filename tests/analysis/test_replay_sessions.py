@@ -11,9 +11,12 @@ the session alone: no batch compaction, one marker, and occupancy that levels
 off. User mode (a pass only after each user turn) is the opposite case the spec
 describes: this session is a single 52K-token turn, twice the threshold. One
 exchange per turn cannot reclaim that: with the spec's triggers alone the batch
-backstop fires; with our window-pressure trigger the pass folds the backlog in
-one defrag first, and batch stays the backstop for when that fails. Either way
-the user's message is never touched.
+backstop fires. So does it with our window-pressure trigger when the turn is the
+session's first pass: there is no summary yet, and the first pass absorbs (a defrag
+of nothing but the middle is a batch compaction in one call). Once an earlier pass
+has left a summary, the window-pressure trigger folds the backlog in one defrag,
+and batch stays the backstop for when that fails. Either way the user's message is
+never touched.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import INSTANT
 
-from hermes_tui.analysis.replay import ReplayResult, replay
+from hermes_tui.analysis.replay import ReplayResult, exchange_ends, replay
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.session.wiring import make_compactor, make_counter
@@ -44,8 +48,11 @@ MAX_LAST_QUARTER_BAND = 30.0
 
 
 def _replay(
-    mode: str, *, pressure: bool = True, summarizer=None
+    mode: str, *, pressure: bool = True, summarizer=None, summary_first: bool = False,
 ) -> tuple[list[Message], Conversation, ReplayResult, list[float]]:
+    """``summary_first``: the session's opening steps get a pass each until one absorbs, so
+    the rest (replayed in ``mode``) starts with a rolling summary; and the compression model
+    is instant, so a defrag takes the whole middle in one call (sizing.py), as the spec has it."""
     messages = parse_transcript(DEMO_SESSION.read_text(encoding="utf-8"), source=str(DEMO_SESSION))
     # Default compression settings, with the spec's schedule: a pass after every exchange
     # (``per_exchange``), the case this file checks; the default policy is in bench_cache.
@@ -59,11 +66,20 @@ def _replay(
         compactor.ctx = dataclasses.replace(compactor.ctx, pressure_share=None)
     conv = Conversation(counter=counter)
     occupancy: list[float] = []
+    start = 0
+    if summary_first:
+        compactor.ctx = dataclasses.replace(compactor.ctx, speed=INSTANT)
+        for end, ended in exchange_ends(messages, "step"):
+            conv.extend(messages[start:end])
+            start = end
+            if any(r.outcome == "absorbed" for r in compactor.finalize_turn(conv, turn_ended=ended)):
+                break
+        assert compactor.rolling_summary and start < len(messages) / 4
 
     def on_turn(number: int, total: int, reports) -> None:
         occupancy.append(compactor.ctx.window.occupancy_pct(conv.total_tokens))
 
-    result = replay(messages, conv, compactor, turns=mode, on_turn=on_turn)
+    result = replay(messages, conv, compactor, turns=mode, on_turn=on_turn, start_at=start)
     return messages, conv, result, occupancy
 
 
@@ -78,7 +94,7 @@ def step_replay():
 
 @pytest.fixture(scope="module")
 def user_replay():
-    return _replay("user")
+    return _replay("user", summary_first=True)
 
 
 def test_step_mode_needs_no_batch_compaction(step_replay):
@@ -117,12 +133,25 @@ def test_step_mode_occupancy_flattens(step_replay):
 
 def test_user_mode_one_long_turn_is_folded_by_a_pressure_defrag(user_replay):
     messages, conv, result, occupancy = user_replay
-    # One user message: the whole session is one turn of about twice the threshold.
+    # One user message: after the opening steps the rest of the session is one turn of
+    # about twice the threshold. The trim stage runs first (no model), then the pass.
     assert result.turns == 1
-    assert [(r.kind, r.outcome) for r in result.reports] == [("micro", "defrag")]
-    assert result.reports[0].fields["tokens_after"] < CONTEXT_LIMIT * 0.8
+    assert [(r.kind, r.outcome) for r in result.reports] == [("trim", "trimmed"), ("micro", "defrag")]
+    assert result.reports[1].fields["tokens_after"] < CONTEXT_LIMIT * 0.8
     assert _users(conv.messages) == _users(messages)
     assert sum(1 for m in conv.messages if m.is_marker) == 1
+    assert occupancy[-1] < 100.0
+    check_tool_pairing(conv.messages)
+
+
+def test_user_mode_first_pass_absorbs_then_batch_folds_the_long_turn():
+    # The whole session as one turn: its pass is the first, there is no summary to defrag
+    # yet, so it absorbs one exchange and batch compaction folds the rest.
+    messages, conv, result, occupancy = _replay("user")
+    assert result.turns == 1
+    outcomes = [(r.kind, r.outcome) for r in result.reports]
+    assert outcomes == [("trim", "trimmed"), ("micro", "absorbed"), ("batch", "compressed")]
+    assert _users(conv.messages) == _users(messages)
     assert occupancy[-1] < 100.0
     check_tool_pairing(conv.messages)
 
@@ -148,8 +177,9 @@ class _NoDefrag(ExtractiveSummarizer):
 
 
 def test_batch_is_the_backstop_when_the_pressure_defrag_fails():
-    messages, conv, result, occupancy = _replay("user", summarizer=_NoDefrag())
+    messages, conv, result, occupancy = _replay("user", summarizer=_NoDefrag(), summary_first=True)
     outcomes = [(r.kind, r.outcome) for r in result.reports]
-    assert outcomes == [("micro", "defrag_failed"), ("batch", "compressed")]
+    assert outcomes == [("trim", "trimmed"), ("micro", "defrag_failed"), ("batch", "compressed")]
+    assert result.reports[1].fields["failure"] == "not_shrunk"
     assert _users(conv.messages) == _users(messages)
     assert occupancy[-1] < 100.0

@@ -330,14 +330,23 @@ def aux_config(home: Path, max_tokens: int = MAX_TOKENS, tokenizer: str = "") ->
     )
 
 
-def assert_three_strikes(records: list[dict[str, Any]], failure: str) -> list[dict[str, Any]]:
-    """Every pass that had an exchange failed with ``failure``; the third failure on one exchange skipped it.
+# The tiny random-weight model never ends an answer: each is cut off at max_tokens, and what
+# whole lines it keeps are rejected too (empty). A pass asks twice (the second time strictly);
+# then the exchange's deterministic notes would take its place, but for the integration
+# session's small exchanges they are larger than the exchange less the first marker's
+# scaffolding (grown), so the pass fails with the model's last rejection.
+MODEL_REJECTIONS = {"cut_off", "empty"}
+
+
+def assert_three_strikes(records: list[dict[str, Any]], failures: set[str]) -> list[dict[str, Any]]:
+    """Every pass that had an exchange failed with one of ``failures``; the third failure on one
+    exchange skipped it.
 
     Returns the passes that called the summarizer.
     """
     called = [r for r in records if r["outcome"] != "nothing_to_absorb"]
     assert {r["outcome"] for r in records} <= {"nothing_to_absorb", "summarize_failed", "exchange_skipped"}, records
-    assert all(r["failure"] == failure for r in called), [r["failure"] for r in called]
+    assert all(r["failure"] in failures for r in called), [r["failure"] for r in called]
     assert all(r["messages_after"] == r["messages_before"] and r["tokens_delta"] == 0 for r in records)
     by_cursor: dict[int, list[str]] = {}
     for r in called:
@@ -394,18 +403,23 @@ def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
     turns, _ = result_lines(proc.stderr)
     assert len(records) == int(turns.group(2))
     assert turns.group(4) == "0"
-    called = assert_three_strikes(records, "cut_off")
+    called = assert_three_strikes(records, MODEL_REJECTIONS)
     assert [r["outcome"] for r in called] == STRIKES  # as integration_session() is sized
     assert batch_lines(home) == []  # sized to stay under the threshold
     for r in called:
         assert r["aux_model"] == mlx_server.model
         assert isinstance(r["prompt_tokens"], int) and r["prompt_tokens"] > 50, r
-        # Every summary runs to the cap. The configured cap is 16, but the engine floors
-        # the generation budget at 32 (see test_max_tokens_cap_is_honoured).
-        assert r["completion_tokens"] == MAX_TOKENS, r
+        # Each call runs to the cap of 16 (see test_max_tokens_cap_is_honoured); the notes that
+        # would replace the answers do not fit.
+        assert r["written_by"] == "notes", r
+        assert r["completion_tokens"] == r["model_calls"] * MAX_TOKENS, r
         assert isinstance(r["summarizer_ms"], int) and r["summarizer_ms"] >= 0
-    assert len({r["completion_tokens"] for r in called}) == 1
-    assert "cut_off" in proc.stderr and str(home / "logs" / "agent.log") in proc.stderr
+    # The first pass asks twice (plain, then strict); a pass on an exchange that failed before
+    # starts at the strict request.
+    assert [r["model_calls"] for r in called] == [2, 1, 1]
+    (failures_line,) = [line for line in proc.stderr.splitlines() if line.strip().startswith("failures: ")]
+    assert all(r["failure"] in failures_line for r in called), proc.stderr
+    assert str(home / "logs" / "agent.log") in proc.stderr
 
     out = json.loads(proc.stdout)
     # Nothing is lost: the output is the input, plus a flag on the skipped messages.
@@ -485,7 +499,9 @@ def test_engine_with_openai_summarizer_against_mlx_server(mlx_server, caplog):
 
     fields = report.fields
     assert report.kind == "micro"
-    assert (report.outcome, fields["failure"]) == ("summarize_failed", "cut_off"), fields
+    # Both answers rejected, and the exchange's notes larger than the exchange (see MODEL_REJECTIONS).
+    assert report.outcome == "summarize_failed" and fields["failure"] in MODEL_REJECTIONS, fields
+    assert (fields["model_calls"], fields["written_by"]) == (2, "notes"), fields
     assert isinstance(fields["prompt_tokens"], int) and fields["prompt_tokens"] > 50
     assert isinstance(fields["completion_tokens"], int) and fields["completion_tokens"] > 0
     assert isinstance(fields["summarizer_ms"], int) and fields["summarizer_ms"] >= 0
@@ -509,8 +525,10 @@ def test_max_tokens_cap_is_honoured(mlx_server):
     compactor, counter = _server_compactor(mlx_server, max_tokens=MAX_TOKENS)
     conv = Conversation(_session_messages(), counter=counter)
     report = compactor.micro_pass(conv)
-    assert report.fields["failure"] == "cut_off", report.fields
-    assert report.fields["completion_tokens"] == MAX_TOKENS
+    assert report.fields["failure"] in MODEL_REJECTIONS, report.fields
+    # Two calls (the plain request and the strict retry), each cut at the cap.
+    assert report.fields["model_calls"] == 2
+    assert report.fields["completion_tokens"] == 2 * MAX_TOKENS
 
 
 # --- resuming an interrupted compact ----------------------------------------------------------
