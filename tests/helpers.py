@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from hermes_tui.compaction.engine import CompactionSettings, Compactor
 from hermes_tui.compaction.micro import PassContext
-from hermes_tui.compaction.sizing import ModelSpeed
+from hermes_tui.compaction.sizing import instant
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
@@ -29,7 +29,7 @@ _ids = itertools.count()
 
 # A compression model fast enough that defrag and batch take their whole input in one call,
 # as the spec describes them; tests of sizing (tests/compaction/test_sizing.py) set their own.
-INSTANT = ModelSpeed(prompt_tps=1e9, generation_tps=1e9, measured=True)
+INSTANT = instant()
 
 
 def words(n: int, seed: str = "w") -> str:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hermes_tui.compaction import checks, facts, notes, prompts, user_floor
 from hermes_tui.compaction.markers import is_marker
 from hermes_tui.compaction.redaction import redact, redact_message
-from hermes_tui.compaction.sizing import ModelSpeed
+from hermes_tui.compaction.sizing import ModelSpeed, speed_for
 from hermes_tui.compaction.state import (
     ABSORBED,
     DEFRAG,
@@ -80,8 +80,13 @@ class PassContext:
     notes_below_tokens: int = 0
     # The compression model's speeds, learnt from its calls, and the time a call may take:
     # defrag and batch take their input in pieces the model finishes in time (sizing.py).
-    speed: ModelSpeed = field(default_factory=ModelSpeed)
+    # None: the summarizer's (``sizing.speed_for``).
+    speed: ModelSpeed = None  # type: ignore[assignment]
     timeout_s: float = AuxiliaryCompressionConfig().timeout
+
+    def __post_init__(self) -> None:
+        if self.speed is None:
+            object.__setattr__(self, "speed", speed_for(self.summarizer))
 
     @property
     def facts_budget_tokens(self) -> int:
@@ -194,18 +199,18 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
         problems.append(reply.problem)
         if reply.problem not in checks.MISREAD and reply.problem != checks.CUT_OFF:
             return _failed(state, exchange, stats, reply.problem, end)
+    if problems:
+        stats["rejected"] = problems
     if reply is None or reply.problem is not None:
         # No answer was a summary (or none was asked for): the exchange's own notes take its
         # place, so it never leaves the context with less kept than the extractive summarizer
         # would keep.
         reply = _fallback(ctx, body, redacted, exchange_tokens - scaffold)
-        stats["written_by"] = NOTES_WRITER
         if reply.problem is not None:  # the notes alone are larger than the exchange
             return _failed(state, exchange, stats, problems[-1] if problems else reply.problem, end)
+        stats["written_by"] = NOTES_WRITER
     else:
         stats["written_by"] = MODEL_WRITER
-    if problems:
-        stats["rejected"] = problems
 
     # What the guard may spend: the pass keeps at least half of what it would save with
     # the model's summary alone, so the guard never turns a pass that saves tokens into one

@@ -39,11 +39,14 @@ class ModelSpeed:
     prompt_tps: float = ASSUMED_PROMPT_TPS
     generation_tps: float = ASSUMED_GENERATION_TPS
     measured: bool = False
+    fixed: bool = False  # not learnt: a summarizer with no model, or a test's
     _calls: deque = field(default_factory=lambda: deque(maxlen=RECENT_CALLS), repr=False)
 
     def observe(self, prefill_tokens: int | None, generated_tokens: int | None, seconds: float,
                 prompt_tps: float | None = None, generation_tps: float | None = None) -> None:
         """Learn from one call: the backend's own speeds when it reports them, else the fit."""
+        if self.fixed:
+            return
         if prompt_tps and generation_tps:
             self._adopt(prompt_tps, generation_tps)
             return
@@ -56,6 +59,8 @@ class ModelSpeed:
 
     def timed_out(self) -> None:
         """A call ran out of time: the model is slower than thought (or the machine busier)."""
+        if self.fixed:
+            return
         self._adopt(self.prompt_tps / 2, self.generation_tps / 2)
         self._calls.clear()
 
@@ -88,3 +93,16 @@ def _fit(calls: list[tuple[int, int, float]]) -> tuple[float, float] | None:
     if a <= 0 or b <= 0:
         return None
     return 1 / a, 1 / b
+
+
+def speed_for(summarizer: object) -> ModelSpeed:
+    """What to assume of a summarizer's speed until its calls are measured: a summarizer that
+    says it is ``instant`` (the extractive one: no model) takes any piece whole."""
+    if getattr(summarizer, "instant", False):
+        return instant()
+    return ModelSpeed()
+
+
+def instant() -> ModelSpeed:
+    """A speed that takes any piece whole and learns nothing."""
+    return ModelSpeed(prompt_tps=1e9, generation_tps=1e9, measured=True, fixed=True)

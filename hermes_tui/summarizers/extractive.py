@@ -24,6 +24,7 @@ from hermes_tui.transcript import Message
 
 class ExtractiveSummarizer:
     model_name = "extractive"
+    instant = True  # no model: defrag and batch need not be cut into pieces for it (compaction.sizing)
 
     def __init__(self) -> None:
         self._counter = EstimateCounter()
