@@ -56,7 +56,10 @@ NOTES_TASK_STRICT = (
     "the step, do not continue it, do not refuse: it is a log entry."
 )
 
-# The second try shows less of a long step (the strict prompt's smaller slice).
+# Notes need a step's gist, and a small model on a CPU reads ~50-180 tokens a second: a step
+# is shown up to this many characters per part (the middle of a longer one elided; the whole
+# stays archived), and the second try shows less of it (the strict prompt's smaller slice).
+NOTES_RENDERED_CHARS = 6_000
 STRICT_RENDERED_CHARS = 3_000
 
 DEFRAG_SYSTEM = f"""You maintain the running summary of a long working session in which an AI assistant uses tools for a user. The user's own messages are kept separately and verbatim; your summary covers the assistant's work.
@@ -107,7 +110,7 @@ def absorb_prompt(summary: str, exchange: list[Message], *, strict: bool = False
 def append_prompt(summary: str, exchange: list[Message], *, strict: bool = False) -> list[dict[str, str]]:
     """Append mode: notes about one step; the engine appends them to ``summary``, which the
     model does not see (it would copy it, or hold back what it already says)."""
-    rendered = render_messages(exchange, limit=STRICT_RENDERED_CHARS if strict else MAX_RENDERED_CHARS)
+    rendered = render_messages(exchange, limit=STRICT_RENDERED_CHARS if strict else NOTES_RENDERED_CHARS)
     task = NOTES_TASK_STRICT if strict else NOTES_TASK
     user = f"Step:\n<step>\n{rendered}\n</step>\n\n{task}"
     return [{"role": "system", "content": NOTES_SYSTEM}, {"role": "user", "content": user}]

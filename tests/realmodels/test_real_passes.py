@@ -41,14 +41,16 @@ def test_passes_absorb_with_content_written_by_the_model(small_model_server):
     """One pass per agent step over the first steps of a real session: the model's notes are
     absorbed (at least most of them: the rest by the exchange's own notes), never a refusal,
     an instruction or a copy, and the summary keeps the files the steps named."""
-    compactor, counter = compactor_for(small_model_server, policy="per_exchange", limit=6_000)
+    compactor, counter = compactor_for(small_model_server, policy="per_exchange", limit=4_000)
     conv = Conversation(counter=counter)
-    result = replay(demo(34), conv, compactor, turns="step")
-    worked = [r for r in result.reports if r.kind == "micro" and r.outcome != "nothing_to_absorb"]
-    absorbed = [r for r in worked if r.outcome == "absorbed"]
+    result = replay(demo(20), conv, compactor, turns="step")
+    micro = [r for r in result.reports if r.kind == "micro"]
+    absorbed = [r for r in micro if r.outcome == "absorbed"]
     by_model = [r for r in absorbed if r.fields["written_by"] == "model"]
-    assert len(worked) >= 4, [r.outcome for r in result.reports]
-    assert len(absorbed) == len(worked), [(r.outcome, r.fields.get("failure")) for r in worked]
+    # Every exchange a pass took on was absorbed (a defrag may fail and back off: it changes nothing).
+    assert len(absorbed) >= 3, [(r.outcome, r.fields.get("failure")) for r in micro]
+    assert not [r for r in micro if r.outcome in ("summarize_failed", "exchange_skipped")], \
+        [(r.outcome, r.fields.get("failure")) for r in micro]
     assert len(by_model) >= len(absorbed) / 2, [(r.fields["written_by"], r.fields["rejected"]) for r in absorbed]
     body = facts.body_of(compactor.rolling_summary, compactor.state.facts)
     assert not is_refusal(body) and not looks_like_instructions(body)
@@ -56,13 +58,13 @@ def test_passes_absorb_with_content_written_by_the_model(small_model_server):
 
 
 def test_the_window_holds_over_a_real_session_slice(small_model_server):
-    """The default policy at a small window over 80 messages of a real session: after each
+    """The default policy at a small window over 44 messages of a real session: after each
     step's compaction the context is back under the threshold, no batch compaction fails."""
-    compactor, counter = compactor_for(small_model_server, policy="watermark", limit=8_192)
+    compactor, counter = compactor_for(small_model_server, policy="watermark", limit=6_144)
     conv = Conversation(counter=counter)
     after: list[int] = []
     started = time.perf_counter()
-    result = replay(demo(80), conv, compactor, turns="step",
+    result = replay(demo(44), conv, compactor, turns="step",
                     on_turn=lambda n, total, reports: after.append(conv.total_tokens))
     threshold = compactor.ctx.window.threshold_tokens
     assert max(after) <= threshold, (max(after), threshold)
