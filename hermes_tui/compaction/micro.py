@@ -390,24 +390,9 @@ def _defrag(
     stats = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
 
     redacted = [redact_message(m) for m in middle_messages]
-    request = SummaryRequest("defrag", redact(base), redacted)
-    detail: str | None = None
-    try:
-        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO),
-                                    speed=ctx.speed)
-        stats.update(_usage(completion))
-        text = redact(checks.clean_summary(completion.text))
-        problem = checks.defrag_problem(
-            text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
-            input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
-        )
-    except SummarizerError as exc:
-        problem, detail = exc.kind, failure_detail(exc)
-    if problem:
-        # Back off so a model that cannot shrink the summary does not loop on defrag.
-        failures = state.defrag_failures + 1
-        new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
-        return PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
+    text, failed = _consolidate(ctx, state, SummaryRequest("defrag", redact(base), redacted), input_tokens, stats)
+    if failed is not None:
+        return failed
 
     body, model_facts = _split(ctx, text)
     # The re-added facts must not undo the shrinking the check just accepted.
@@ -427,6 +412,31 @@ def _defrag(
     new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
     stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens, users_folded=len(folded))
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
+
+
+def _consolidate(
+    ctx: PassContext, state: MicroState, request: SummaryRequest, input_tokens: int, stats: dict
+) -> tuple[str, PassResult | None]:
+    """Ask for a defrag and judge it: the consolidated text, or the failed pass (with back-off,
+    so a model that cannot shrink the summary does not loop on defrag)."""
+    detail: str | None = None
+    text = ""
+    try:
+        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO),
+                                    speed=ctx.speed)
+        stats.update(_usage(completion))
+        text = redact(checks.clean_summary(completion.text))
+        problem = checks.defrag_problem(
+            text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
+            input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
+        )
+    except SummarizerError as exc:
+        problem, detail = exc.kind, failure_detail(exc)
+    if not problem:
+        return text, None
+    failures = state.defrag_failures + 1
+    new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
+    return text, PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
 
 
 def _fitting(messages: list[Message], indices: list[int], room: int, ctx: PassContext) -> list[int]:
@@ -467,23 +477,9 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
     piece_text = "\n".join(piece)
     input_tokens = ctx.counter.count_text(piece_text)
     stats: dict = {"cursor": state.cursor, "exchange_tokens": 0, "defrag_piece_tokens": input_tokens}
-    request = SummaryRequest("defrag", redact(piece_text), [])
-    detail: str | None = None
-    try:
-        completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO),
-                                    speed=ctx.speed)
-        stats.update(_usage(completion))
-        text = redact(checks.clean_summary(completion.text))
-        problem = checks.defrag_problem(
-            text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
-            input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
-        )
-    except SummarizerError as exc:
-        problem, detail = exc.kind, failure_detail(exc)
-    if problem:
-        failures = state.defrag_failures + 1
-        new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
-        return PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
+    text, failed = _consolidate(ctx, state, SummaryRequest("defrag", redact(piece_text), []), input_tokens, stats)
+    if failed is not None:
+        return failed
     consolidated, _ = _split(ctx, text)  # the Facts section stays the engine's, as it was
     rest = "\n".join(lines[len(piece):])
     new_body = f"{consolidated}\n{rest}" if rest else consolidated
