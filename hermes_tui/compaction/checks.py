@@ -203,7 +203,7 @@ def new_lines(text: str, summary: str) -> str:
 
 def defrag_problem(
     text: str, *, finish_reason: str | None, new_tokens: int, input_tokens: int, max_ratio: float = DEFRAG_MAX_RATIO,
-    source: str = "",
+    source: str = "", judge_scraps: bool = True,
 ) -> str | None:
     """Why a defrag result is rejected, or None. It must shrink to ``max_ratio`` of its input,
     and keep at least ``DEFRAG_MIN_SHARE`` of it: a few words cannot stand for a summary."""
@@ -212,7 +212,7 @@ def defrag_problem(
         return problem
     if new_tokens > max_ratio * input_tokens:
         return NOT_SHRUNK
-    if new_tokens < min(DEFRAG_MIN_TOKENS, DEFRAG_MIN_SHARE * input_tokens):
+    if judge_scraps and new_tokens < min(DEFRAG_MIN_TOKENS, DEFRAG_MIN_SHARE * input_tokens):
         return TOO_SHORT
     if looks_like_instructions(text):
         return INSTRUCTIONS

@@ -429,6 +429,8 @@ def _consolidate(
         problem = checks.defrag_problem(
             text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
             input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
+            # A summarizer with no model writes what its rules keep: a short answer is no scrap.
+            judge_scraps=not getattr(ctx.summarizer, "deterministic", False),
         )
     except SummarizerError as exc:
         problem, detail = exc.kind, failure_detail(exc)

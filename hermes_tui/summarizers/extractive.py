@@ -25,6 +25,7 @@ from hermes_tui.transcript import Message
 class ExtractiveSummarizer:
     model_name = "extractive"
     instant = True  # no model: defrag and batch need not be cut into pieces for it (compaction.sizing)
+    deterministic = True  # no model: its short answers are what its rules keep, not scraps (compaction.micro)
 
     def __init__(self) -> None:
         self._counter = EstimateCounter()
