@@ -17,7 +17,6 @@ import shlex
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -306,18 +305,6 @@ def start_app(tmux, tmp_path: Path, hf_offline_env: dict[str, str], **homes: str
                            *(f"{k}={v}" for k, v in env.items()), *_app_command()]), cwd=tmp_path)
 
 
-def exit_status(tmux, timeout: float) -> str:
-    """The app's exit status once tmux has reaped it (nudged as in test_tmux_smoke: tmux 3.3
-    with libutempter can miss the SIGCHLD of a child that exits while a pane closes)."""
-    deadline = time.monotonic() + timeout
-    while (ended := tmux.pane("#{pane_dead}:#{pane_dead_status}")) in ("0:", "1:"):
-        if ended == "1:":
-            subprocess.run(["kill", "-CHLD", tmux.pane("#{pid}")], capture_output=True)
-        assert time.monotonic() < deadline, f"the app did not exit within {timeout:.0f} s:\n{tmux.everything()}"
-        time.sleep(0.1)
-    return ended.removeprefix("1:")
-
-
 def test_the_app_in_a_terminal_never_writes_into_hermes_agent_home(tmux, tmp_path, hf_offline_env):
     agent, ours = hermes_agent_home(tmp_path), tmp_path / "ours"
     ours.mkdir()
@@ -326,7 +313,7 @@ def test_the_app_in_a_terminal_never_writes_into_hermes_agent_home(tmux, tmp_pat
     start_app(tmux, tmp_path, hf_offline_env, HERMES_TUI_HOME=str(ours), HERMES_HOME=str(agent))
     wait_for(tmux, lambda s: "No chat model is configured" in s, "the first-run screen", 120)
     tmux.keys("C-q")
-    assert exit_status(tmux, 60) == "0", tmux.everything()
+    assert tmux.wait_exit(60) == "0", tmux.everything()
     assert tree(agent) == before
     assert (ours / "state.db").is_file()
 
@@ -337,7 +324,7 @@ def test_the_app_in_a_terminal_refuses_a_foreign_state_db_in_one_line(tmux, tmp_
     hermes_agent_state_db(home / "state.db")
     before = foreign_files(home)
     start_app(tmux, tmp_path, hf_offline_env, HERMES_TUI_HOME=str(home), HERMES_HOME=str(tmp_path / "agent"))
-    assert exit_status(tmux, 120) == "2", tmux.everything()
+    assert tmux.wait_exit(120) == "2", tmux.everything()
     lines = [line for line in tmux.everything().splitlines() if line.strip() and not line.startswith("Pane is dead")]
     assert len(lines) == 1 and str(home / "state.db") in lines[0] and "not a hermes-tui database" in lines[0], lines
     assert foreign_files(home) == before

@@ -68,6 +68,25 @@ class Tmux:
     def pane(self, fmt: str) -> str:
         return self.run("display-message", "-p", "-t", self.target, fmt).strip()
 
+    def wait_exit(self, timeout: float) -> str:
+        """The app's exit status once tmux has reaped it: ``"0"``, or ``"signal N"``.
+
+        pane_dead turns 1 when the pty closes; the status is known once tmux has reaped the
+        process, a moment later. tmux 3.3 built with libutempter sets SIGCHLD to SIG_DFL for
+        ~1.5 ms while its utmp helper runs when a pane closes; a child exiting in that window
+        is never reaped (seen with strace: the app exits 0 and stays a zombie), so a dead
+        pane without a status gets its server nudged with SIGCHLD.
+        """
+        deadline = time.monotonic() + timeout
+        while (ended := self.pane("#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")) in ("0::", "1::"):
+            if ended == "1::":
+                subprocess.run(["kill", "-CHLD", self.pane("#{pid}")], capture_output=True)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the app did not exit within {timeout:.0f} s; {self.stacks()}")
+            time.sleep(0.1)
+        _, status, signal = ended.split(":")
+        return f"signal {signal}" if signal else status
+
     def stacks(self) -> str:
         """Where a stuck app is: SIGABRT makes faulthandler (PYTHONFAULTHANDLER) print every
         thread's stack into the pane; the pane with it, and the process's threads."""

@@ -85,13 +85,8 @@ mcp_servers:
 
     started = time.monotonic()
     tmux.keys("C-q")
-    while (ended := tmux.pane("#{pane_dead}:#{pane_dead_status}")) in ("0:", "1:"):
-        if ended == "1:":
-            subprocess.run(["kill", "-CHLD", tmux.pane("#{pid}")], capture_output=True)  # see test_tmux_smoke
-        if time.monotonic() - started > EXIT_TIMEOUT:
-            raise AssertionError(f"the app did not exit within {EXIT_TIMEOUT:.0f} s; {tmux.stacks()}")
-        time.sleep(0.05)
+    ended = tmux.wait_exit(EXIT_TIMEOUT)
     quit_s = time.monotonic() - started
-    assert ended == "1:0", f"{ended}\n{tmux.everything()}"
+    assert ended == "0", f"{ended}\n{tmux.everything()}"
     assert not any(Path(f"/proc/{pid}").exists() for pid in servers), "an MCP server outlived the app"
     print(f"hermes-tui quit with an MCP server running in {quit_s:.2f} s")

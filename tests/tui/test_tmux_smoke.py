@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 import time
 from dataclasses import dataclass
 
@@ -177,20 +176,9 @@ def test_hermes_tui_in_a_real_terminal(tmux, tmp_path, tiny_model, hf_offline_en
 
     # --- quit: exit status 0, the terminal handed back, no traceback anywhere ----------------------
     tmux.keys("C-q")
-    deadline = time.monotonic() + EXIT_TIMEOUT
-    # pane_dead turns 1 when the pty closes; the exit status (or signal) is known once tmux has
-    # reaped the process, a moment later.
-    while (ended := tmux.pane("#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")) in ("0::", "1::"):
-        if ended == "1::":
-            # tmux 3.3 built with libutempter sets SIGCHLD to SIG_DFL for ~1.5 ms while its
-            # utmp helper runs when a pane closes; a child exiting in that window is never
-            # reaped (seen with strace: the app exits 0 and stays a zombie). Nudge it.
-            subprocess.run(["kill", "-CHLD", tmux.pane("#{pid}")], capture_output=True)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the app did not exit within {EXIT_TIMEOUT:.0f} s of Ctrl+Q; {tmux.stacks()}")
-        time.sleep(0.1)
+    ended = tmux.wait_exit(EXIT_TIMEOUT)
     everything = tmux.everything()
-    assert ended == "1:0:", f"the app ended with (dead:status:signal) {ended}:\n{everything}"
+    assert ended == "0", f"the app ended with {ended}:\n{everything}"
     # Left the alternate screen and turned mouse reporting off (tmux keeps the modes a dead
     # pane's process left set; the cursor flag is not kept, so it cannot be checked).
     assert tmux.pane("#{alternate_on} #{mouse_any_flag} #{mouse_sgr_flag} #{mouse_button_flag}") == "0 0 0 0"
