@@ -3,6 +3,7 @@
     uv run python benchmarks/bench_real_compaction.py [--base-url URL --model NAME | --serve MODEL]
                                                       [--messages N] [--sessions NAME ...]
                                                       [--context-limit 16384] [--chat-prefill] [--json]
+                                                      [--save FILE]
 
 Without ``--base-url`` a llama-server is started with ``../shared/realmodels/serve`` on
 ``--serve`` (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M) and stopped at the end; any
@@ -289,6 +290,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="auxiliary.compression.timeout (default 120 s)")
     ap.add_argument("--chat-prefill", action="store_true", help="measure each policy's chat prefill on the server")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--save", type=Path, help="write the JSON here after every session (a long run keeps what it measured)")
     args = ap.parse_args()
 
     paths = sorted(SESSIONS.glob("*.json"))
@@ -314,6 +316,8 @@ def main() -> int:
                 if args.chat_prefill:
                     entry["chat_prefill"] = chat_prefill(path, base_url, model, args.messages, args.context_limit)
                 result["sessions"][path.name] = entry
+                if args.save:
+                    args.save.write_text(json.dumps(result, indent=1))
                 if not args.json:
                     print(table(f"{path.name} ({real.steps} steps, {real.wall_s:.0f} s with the model)",
                                 {model: figures([real]), "extractive": figures([base])}))
