@@ -24,10 +24,8 @@ COPIED = "copied"              # the exchange (or the summary) written back inst
 TOO_SHORT = "too_short"        # a scrap: too little to stand for what it replaces
 MISSED = "missed"              # "nothing new" for an exchange whose facts the summary does not hold
 # (append mode: GROWN means the new lines are larger than the exchange they replace)
-
-# Reasons that say the model misread the task, not that it was cut short or unreachable:
-# asking the same again gets the same answer, so a retry changes the prompt (micro.py).
-MISREAD = frozenset({EMPTY, REFUSED, COPIED, TOO_SHORT, MISSED, GROWN, INSTRUCTIONS, NOT_SHRUNK})
+# Every reason says the model misread the task or was cut short, and asking the same again
+# gets the same answer: a retry changes the prompt (micro.py).
 
 DEFRAG_MAX_RATIO = 0.6
 

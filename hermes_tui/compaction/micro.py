@@ -41,7 +41,7 @@ from hermes_tui.compaction.state import (
     recover_state,
 )
 from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
-from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
+from hermes_tui.compaction.summarizer import Summarizer, SummarizerError, runs_a_model
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
 from hermes_tui.config import AuxiliaryCompressionConfig
@@ -196,9 +196,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
             return _failed(state, exchange, stats, exc.kind, end, detail=failure_detail(exc))
         if reply.problem is None:
             break
-        problems.append(reply.problem)
-        if reply.problem not in checks.MISREAD and reply.problem != checks.CUT_OFF:
-            return _failed(state, exchange, stats, reply.problem, end)
+        problems.append(reply.problem)  # every rejection is a misread or a cut-off: ask again
     if problems:
         stats["rejected"] = problems
     if reply is None or reply.problem is not None:
@@ -261,7 +259,7 @@ def _ask(
     _add_usage(stats, completion)
     return _read_reply(
         ctx, completion, body, exchange_tokens=exchange_tokens - scaffold, replaced_tokens=replaced_tokens - scaffold,
-        source=prompts.render_messages(redacted),
+        source=prompts.render_messages(redacted) if runs_a_model(ctx.summarizer) else "",
         facts_lacking=bool(facts.missing_facts(state.summary, facts.extract_facts(redacted))),
     )
 
@@ -429,8 +427,7 @@ def _consolidate(
         problem = checks.defrag_problem(
             text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
             input_tokens=input_tokens, max_ratio=DEFRAG_MAX_RATIO,
-            # A summarizer with no model writes what its rules keep: a short answer is no scrap.
-            judge_scraps=not getattr(ctx.summarizer, "deterministic", False),
+            judge_scraps=runs_a_model(ctx.summarizer),
         )
     except SummarizerError as exc:
         problem, detail = exc.kind, failure_detail(exc)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from hermes_tui.compaction.summarizer import runs_a_model
+
 # What is assumed before any call is measured: Qwen2.5-Coder-1.5B on two CPU cores, with
 # margin (measured here: ~60 prompt and ~16 generated tokens/s).
 ASSUMED_PROMPT_TPS = 50.0
@@ -97,8 +99,8 @@ def _fit(calls: list[tuple[int, int, float]]) -> tuple[float, float] | None:
 
 def speed_for(summarizer: object) -> ModelSpeed:
     """What to assume of a summarizer's speed until its calls are measured: a summarizer that
-    says it is ``instant`` (the extractive one: no model) takes any piece whole."""
-    if getattr(summarizer, "instant", False):
+    with no model (``summarizer.runs_a_model``: the extractive one) takes any piece whole."""
+    if not runs_a_model(summarizer):
         return instant()
     return ModelSpeed()
 

@@ -36,6 +36,15 @@ class Completion:
     generation_tps: float | None = None
 
 
+def runs_a_model(summarizer: object) -> bool:
+    """Whether ``summarizer`` calls a model. One that does not (the extractive summarizer says
+    ``no_model = True``) answers by fixed rules, at once: its work is not cut to a model's
+    speed (``compaction.sizing``), and its answers are not judged for a model's misreadings
+    (a copy of the material, a scrap): its notes quote commands and first lines, and a short
+    consolidation is what its rules keep."""
+    return not getattr(summarizer, "no_model", False)
+
+
 @runtime_checkable
 class Summarizer(Protocol):
     """A backend that completes a short chat prompt (system + user)."""

@@ -24,8 +24,7 @@ from hermes_tui.transcript import Message
 
 class ExtractiveSummarizer:
     model_name = "extractive"
-    instant = True  # no model: defrag and batch need not be cut into pieces for it (compaction.sizing)
-    deterministic = True  # no model: its short answers are what its rules keep, not scraps (compaction.micro)
+    no_model = True  # not sized to a model's speed, nor judged for a model's misreadings: runs_a_model
 
     def __init__(self) -> None:
         self._counter = EstimateCounter()

@@ -181,6 +181,18 @@ def test_append_and_merge_give_the_same_extractive_notes_on_a_real_session():
     assert len(merged_lines) > len(set(merged_lines))  # the session does repeat itself
 
 
+def test_the_extractive_summarizers_notes_are_not_judged_as_a_models_copies(caplog):
+    """Its notes quote commands and first lines of output, word for word: that is what its
+    rules keep, not a model writing the step back. Its answers go through unjudged."""
+    messages = parse_transcript(DEMO_SESSION.read_text(encoding="utf-8"))[:40]
+    compactor, conv = appending(ExtractiveSummarizer(), limit=6_144, protect_first_n=1)
+    reports = replay(messages, conv, compactor, turns="step").reports
+    absorbed = [r for r in reports if r.kind == "micro" and r.outcome == "absorbed"]
+    assert len(absorbed) >= 5
+    assert [r.fields.get("rejected") for r in absorbed] == [None] * len(absorbed)
+    assert {r.fields.get("written_by") for r in absorbed} == {"model"}  # its own answers, taken
+
+
 def test_telemetry_says_where_the_time_went(caplog):
     class Timed(ScriptedSummarizer):
         def summarize(self, request, *, max_tokens):
