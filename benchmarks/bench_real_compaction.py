@@ -25,7 +25,10 @@ once with the real model as the compression model and once with the extractive s
   threshold) and the share of steps above the threshold; batch compactions fired and failed;
 * retention at the end: found facts (paths, identifiers, errors, URLs, numbers; exact text)
   and the planted decisions and open questions (60% of their words);
-* engine overhead: the passes' whole time over the model's own time for the same calls.
+* engine overhead: the passes' whole time over the model's own time for the same calls;
+* the instruction check on the model's own answers: how many of them it flags (the bundled
+  sessions plant no injection, so each one flagged is a false alarm, or an answer that did
+  talk to the assistant: the flagged answers are in the JSON to be read).
 
 ``--chat-prefill``: each step's chat request (the compacted transcript) is also sent to the
 server with one generated token, once per policy (watermark, per_exchange, batch-only), and
@@ -54,6 +57,7 @@ from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate
 from hermes_tui.analysis.fact_tracking import _rate
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
+from hermes_tui.compaction.checks import clean_summary, looks_like_instructions
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.session.wiring import make_compactor, make_counter
@@ -83,11 +87,29 @@ class SessionRun:
     found: float | None = None
     planted: float | None = None
     wall_s: float = 0.0
+    answers: list[dict[str, Any]] = field(default_factory=list)  # the model's answers (not the extractive's)
 
     def to_json(self) -> dict[str, Any]:
         return {"session": self.session, "summarizer": self.summarizer, "steps": self.steps,
                 "figures": figures([self]), "passes": self.passes, "batches": self.batches, "trims": self.trims,
-                "occupancy": self.occupancy}
+                "occupancy": self.occupancy, "answers": self.answers}
+
+
+class RecordingSummarizer(OpenAISummarizer):
+    """The compression model under test, keeping each answer it gave (what the instruction
+    check is measured on; telemetry keeps no text)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answers: list[dict[str, Any]] = []
+
+    def complete(self, messages: list[dict[str, Any]], *, max_tokens: int):
+        completion = super().complete(messages, max_tokens=max_tokens)
+        self.answers.append({
+            "text": completion.text, "finish_reason": completion.finish_reason,
+            "flagged": looks_like_instructions(clean_summary(completion.text)),
+        })
+        return completion
 
 
 def load_session(path: Path, messages: int | None):
@@ -129,6 +151,7 @@ def run_session(path: Path, summarizer, messages: int | None, context_limit: int
     result, _ = evaluate(load_session(path, messages), compactor, conv, transcript=path.name, on_turn=on_turn)
     run.wall_s = round(time.perf_counter() - started, 1)
     print(file=sys.stderr)
+    run.answers = list(getattr(summarizer, "answers", []))
     run.found = _rate(result.final.kinds, factlib.KINDS)
     run.planted = _rate(result.final.kinds, (DECISION, OPEN_QUESTION))
     return run
@@ -162,6 +185,7 @@ def figures(runs: list[SessionRun]) -> dict[str, Any]:
     batches = [b for r in runs for b in r.batches]
     trims = [t for r in runs for t in r.trims if t["outcome"] == "trimmed"]
     occupancy = [o for r in runs for o in r.occupancy]
+    answers = [a for r in runs for a in r.answers]
 
     def mean(key: str) -> float | None:
         values = [p[key] for p in asked if p.get(key) is not None]
@@ -191,6 +215,8 @@ def figures(runs: list[SessionRun]) -> dict[str, Any]:
         "results_trimmed": sum(t.get("results_trimmed") or 0 for t in trims),
         "batch_fired": sum(1 for b in batches if b["outcome"] == "compressed"),
         "batch_failed": sum(1 for b in batches if b["outcome"] != "compressed"),
+        "answers_flagged_as_instructions": (f"{sum(a['flagged'] for a in answers)} of {len(answers)}"
+                                            if answers else None),
         "found_fact_retention": pooled("found"),
         "decision_retention": pooled("planted"),
     }
@@ -259,6 +285,7 @@ ROWS = [
     ("generated_tokens_mean", "generated tokens / pass"), ("engine_over_model", "pass time / model time"),
     ("peak_occupancy_pct", "peak occupancy % of threshold"), ("steps_above_threshold", "steps above threshold"),
     ("results_trimmed", "tool results trimmed"), ("batch_fired", "batch compactions"), ("batch_failed", "batch compactions failed"),
+    ("answers_flagged_as_instructions", "answers flagged: instructions"),
     ("found_fact_retention", "found-fact retention (end)"), ("decision_retention", "decision retention (end)"),
 ]
 
@@ -307,7 +334,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="hermes-bench-real-"):
             runs: dict[str, list[SessionRun]] = {"model": [], "extractive": []}
             for path in paths:
-                real = run_session(path, OpenAISummarizer(base_url, model, timeout=args.timeout), args.messages,
+                real = run_session(path, RecordingSummarizer(base_url, model, timeout=args.timeout), args.messages,
                                    args.context_limit)
                 base = run_session(path, ExtractiveSummarizer(), args.messages, args.context_limit)
                 runs["model"].append(real)
