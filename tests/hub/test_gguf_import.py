@@ -23,7 +23,13 @@ gguf = pytest.importorskip("gguf")
 mx = pytest.importorskip("mlx.core")
 
 from gguf import GGMLQuantizationType as Q  # noqa: E402
-from support.gguf_files import gguf_tensor_name, llama_cpp_permute, quantize_q4_k, write_gguf  # noqa: E402
+from support.gguf_files import (  # noqa: E402
+    add_hyperparameters,
+    gguf_tensor_name,
+    llama_cpp_permute,
+    quantize_q4_k,
+    write_gguf,
+)
 
 from hermes_tui.cli.models import add_import_parser  # noqa: E402
 from hermes_tui.hub.gguf import convert as gguf_convert  # noqa: E402
@@ -137,13 +143,7 @@ def test_f32_gguf_imports_to_the_original_model(tiny_model, f32_gguf, original, 
     assert {s for s, _, _ in stages} == {"reading", "converting", "writing"}
     assert stages[-1][1] == stages[-1][2]  # finished
 
-    orig_cfg = json.loads((tiny_model.fp32 / "config.json").read_text())
-    cfg = json.loads((dest / "config.json").read_text())
-    for key in ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
-                "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps", "rope_theta",
-                "max_position_embeddings", "tie_word_embeddings", "eos_token_id", "pad_token_id"):
-        assert cfg[key] == orig_cfg[key], key
-    assert "quantization" not in cfg and "rope_scaling" not in cfg
+    assert_same_config(dest, tiny_model.fp32, "head_dim")
 
     # Bit-identical weights: names mapped back, Q/K permutation undone.
     want = mx.load(str(tiny_model.fp32 / "model.safetensors"))
@@ -510,6 +510,20 @@ def like_qwen25_05b_q4_k_m(name: str) -> Q:
     return Q.Q5_0
 
 
+SHAPE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+              "num_key_value_heads", "vocab_size", "rms_norm_eps", "rope_theta", "max_position_embeddings",
+              "tie_word_embeddings", "eos_token_id", "pad_token_id")
+
+
+def assert_same_config(imported: Path, original: Path, *more_keys: str) -> None:
+    """The imported folder's config.json says what the original's does, unquantized, no rope scaling."""
+    want = json.loads((original / "config.json").read_text())
+    cfg = json.loads((imported / "config.json").read_text())
+    for key in (*SHAPE_KEYS, *more_keys):
+        assert cfg[key] == want[key], key
+    assert "quantization" not in cfg and "rope_scaling" not in cfg
+
+
 def write_qwen2_gguf(model_dir: Path, out: Path, type_of=None) -> Path:
     """A qwen2 model folder as llama.cpp's Qwen2Model writes it: qwen2.* metadata, the
     ``qwen2`` pre-tokenizer, tensors under llama.cpp names with Q/K *not* permuted and the
@@ -521,14 +535,7 @@ def write_qwen2_gguf(model_dir: Path, out: Path, type_of=None) -> Path:
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     w = gguf.GGUFWriter(str(out), "qwen2")
     w.add_name("tiny qwen2")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    add_hyperparameters(w, cfg)
     w.add_file_type(15 if type_of else 0)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
@@ -590,13 +597,7 @@ def qwen2_model(request, tiny_model, tmp_path_factory) -> Path:
 def test_qwen2_f32_gguf_imports_to_the_original_model(qwen2_model, gguf_dir, tmp_path, hf_offline_env):
     path = write_qwen2_gguf(qwen2_model, gguf_dir / f"{qwen2_model.name}-f32.gguf")
     dest = import_model(path, dest_root=tmp_path)
-    want_cfg = json.loads((qwen2_model / "config.json").read_text())
-    cfg = json.loads((dest / "config.json").read_text())
-    for key in ("model_type", "architectures", "hidden_size", "num_hidden_layers", "intermediate_size",
-                "num_attention_heads", "num_key_value_heads", "vocab_size", "rms_norm_eps", "rope_theta",
-                "max_position_embeddings", "tie_word_embeddings", "eos_token_id", "pad_token_id"):
-        assert cfg[key] == want_cfg[key], key
-    assert "quantization" not in cfg and "rope_scaling" not in cfg
+    assert_same_config(dest, qwen2_model, "architectures")
 
     # Bit-identical weights, biases included, Q/K as they were (no permutation for qwen2).
     want = mx.load(str(qwen2_model / "model.safetensors"))

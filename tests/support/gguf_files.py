@@ -100,6 +100,18 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     return blocks.reshape(rows, -1)
 
 
+def add_hyperparameters(w: gguf.GGUFWriter, cfg: dict) -> None:
+    """The model's shape from its config.json, as llama.cpp's converters write it."""
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+
+
 def write_gguf(
     model_dir: Path,
     out: Path,
@@ -125,14 +137,7 @@ def write_gguf(
 
     w = gguf.GGUFWriter(str(out), arch)
     w.add_name("tiny")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    add_hyperparameters(w, cfg)
     w.add_rope_dimension_count(cfg["head_dim"])
     w.add_vocab_size(vocab_size)
     w.add_file_type({Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q4_1: 3, Q.Q8_0: 7, Q.Q4_K: 15}.get(qtype, 0))

@@ -63,16 +63,23 @@ def note_texts(screen) -> list[str]:
     return [n.text for n in notes(screen)]
 
 
-@app_test
-async def test_an_imported_session_over_the_window_is_compacted_before_it_is_sent(servers, store, hermes_home, tmp_path):
+def gated_app(servers, store, tmp_path, messages):
+    """An app on ``messages`` imported as a session, the window from the scripted server's
+    /v1/models (16,384; no context_length in the config), its passes behind a gate."""
     server = servers.start({"window": WINDOW, "replies": [answer("Module 20 is next.")]})
-    config = endpoint_config(server.base_url)  # no context_length: /v1/models says 16,384
-    # ~100K tokens: the trim stage (no model) cuts the tool outputs to ~17K, still over the
-    # window, so the batch behind the gate runs too.
-    session_id = imported(store, config, tmp_path, long_agent_session(40, 1060))
+    config = endpoint_config(server.base_url)
+    session_id = imported(store, config, tmp_path, messages)
     gated = GatedSummarizer()
     app = app_for(config, store, session_id=session_id, chat=OpenAIChatClient(server.base_url, "scripted"),
                   summarizer=gated)
+    return server, app, gated
+
+
+@app_test
+async def test_an_imported_session_over_the_window_is_compacted_before_it_is_sent(servers, store, hermes_home, tmp_path):
+    # ~100K tokens: the trim stage (no model) cuts the tool outputs to ~17K, still over the
+    # window, so the batch behind the gate runs too.
+    server, app, gated = gated_app(servers, store, tmp_path, long_agent_session(40, 1060))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.session.compactor.ctx.window.limit == WINDOW, "the window from /v1/models")
@@ -101,20 +108,15 @@ async def test_an_imported_session_over_the_window_is_compacted_before_it_is_sen
         assert after < WINDOW and any(m.is_marker and m.marker_kind == "batch" for m in screen.session.conv.messages)
         assert not [n for n in notes(screen) if n.has_class("-error")]
         # The trim stage ran first: its originals are archived, each stood in for by its cut version.
-        archived = [m for m, state in store.load_all(session_id) if state == "archived"]
+        archived = [m for m, state in store.load_all(screen.session.info.id) if state == "archived"]
         assert any(is_trimmed(m) for m in archived) or any(is_trimmed(m) for m in screen.session.conv.messages)
 
 
 @app_test
 async def test_an_imported_session_the_trim_stage_brings_under_the_window_is_sent_without_a_model(
         servers, store, hermes_home, tmp_path):
-    server = servers.start({"window": WINDOW, "replies": [answer("Module 20 is next.")]})
-    config = endpoint_config(server.base_url)
     # ~50K tokens, ~10K once the trim stage has cut its tool outputs: no summarizer call.
-    session_id = imported(store, config, tmp_path, long_agent_session(20, 1060))
-    gated = GatedSummarizer()
-    app = app_for(config, store, session_id=session_id, chat=OpenAIChatClient(server.base_url, "scripted"),
-                  summarizer=gated)
+    server, app, gated = gated_app(servers, store, tmp_path, long_agent_session(20, 1060))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.session.compactor.ctx.window.limit == WINDOW, "the window from /v1/models")
