@@ -21,8 +21,11 @@ once with the real model as the compression model and once with the extractive s
   deterministic notes (a step too small to ask about, or the model's answers rejected --
   with the reasons);
 * pass p50 / p90 seconds, with prompt, cached and generated tokens per pass;
-* peak occupancy (the context after each step, before its passes, as a share of the
-  threshold) and the share of steps above the threshold; batch compactions fired and failed;
+* peak occupancy: the context the chat model gets after each step (after the step's passes,
+  as the next request carries it) as a share of the threshold, and the share of steps above
+  it; also the peak before a step's passes (a large tool result lands before any pass can
+  run: the app then waits for the passes before its next request); batch compactions fired
+  and failed;
 * retention at the end: found facts (paths, identifiers, errors, URLs, numbers; exact text)
   and the planted decisions and open questions (60% of their words);
 * engine overhead: the passes' whole time over the model's own time for the same calls;
@@ -83,7 +86,8 @@ class SessionRun:
     passes: list[dict[str, Any]] = field(default_factory=list)  # micro telemetry fields
     batches: list[dict[str, Any]] = field(default_factory=list)
     trims: list[dict[str, Any]] = field(default_factory=list)  # the model-free first stage
-    occupancy: list[float] = field(default_factory=list)  # per step, before its passes
+    occupancy: list[float] = field(default_factory=list)  # per step, after its passes: what the chat model gets
+    before_passes: list[float] = field(default_factory=list)  # per step, before its passes
     found: float | None = None
     planted: float | None = None
     wall_s: float = 0.0
@@ -92,7 +96,7 @@ class SessionRun:
     def to_json(self) -> dict[str, Any]:
         return {"session": self.session, "summarizer": self.summarizer, "steps": self.steps,
                 "figures": figures([self]), "passes": self.passes, "batches": self.batches, "trims": self.trims,
-                "occupancy": self.occupancy, "answers": self.answers}
+                "occupancy": self.occupancy, "before_passes": self.before_passes, "answers": self.answers}
 
 
 class RecordingSummarizer(OpenAISummarizer):
@@ -140,7 +144,8 @@ def run_session(path: Path, summarizer, messages: int | None, context_limit: int
         run.steps += 1
         before = next((r.fields["tokens_before"] for r in reports), conv.total_tokens)
         seen_before.append(before)
-        run.occupancy.append(round(100.0 * before / threshold, 1))
+        run.before_passes.append(round(100.0 * before / threshold, 1))
+        run.occupancy.append(round(100.0 * conv.total_tokens / threshold, 1))
         for report in reports:
             kept = {"micro": run.passes, "trim": run.trims}.get(report.kind, run.batches)
             kept.append(dict(report.fields))
@@ -185,6 +190,7 @@ def figures(runs: list[SessionRun]) -> dict[str, Any]:
     batches = [b for r in runs for b in r.batches]
     trims = [t for r in runs for t in r.trims if t["outcome"] == "trimmed"]
     occupancy = [o for r in runs for o in r.occupancy]
+    before_passes = [o for r in runs for o in r.before_passes]
     answers = [a for r in runs for a in r.answers]
 
     def mean(key: str) -> float | None:
@@ -212,6 +218,7 @@ def figures(runs: list[SessionRun]) -> dict[str, Any]:
         "engine_over_model": round(sum(seconds) / model_s, 3) if model_s else None,
         "peak_occupancy_pct": max(occupancy) if occupancy else None,
         "steps_above_threshold": round(sum(o > 100 for o in occupancy) / len(occupancy), 3) if occupancy else None,
+        "peak_before_passes_pct": max(before_passes) if before_passes else None,
         "results_trimmed": sum(t.get("results_trimmed") or 0 for t in trims),
         "batch_fired": sum(1 for b in batches if b["outcome"] == "compressed"),
         "batch_failed": sum(1 for b in batches if b["outcome"] != "compressed"),
@@ -284,6 +291,7 @@ ROWS = [
     ("prompt_tokens_mean", "prompt tokens / pass"), ("cached_tokens_mean", "cached tokens / pass"),
     ("generated_tokens_mean", "generated tokens / pass"), ("engine_over_model", "pass time / model time"),
     ("peak_occupancy_pct", "peak occupancy % of threshold"), ("steps_above_threshold", "steps above threshold"),
+    ("peak_before_passes_pct", "peak before a step's passes %"),
     ("results_trimmed", "tool results trimmed"), ("batch_fired", "batch compactions"), ("batch_failed", "batch compactions failed"),
     ("answers_flagged_as_instructions", "answers flagged: instructions"),
     ("found_fact_retention", "found-fact retention (end)"), ("decision_retention", "decision retention (end)"),
