@@ -83,6 +83,19 @@ def test_a_new_session_in_a_new_process_sizes_its_first_defrag_and_batch_from_th
         second.close()
 
 
+def test_a_turn_finalized_in_line_keeps_what_its_pass_measured(tmp_path):
+    """``finalize_turn`` (headless runs) publishes its passes itself: it keeps the speeds too."""
+    with Store(tmp_path / "state.db") as store:
+        session = open_session(config(), store, title="headless", chat=NoChat(), summarizer=MeasuredSummarizer())
+        session.resolve_context_window()
+        session.conv.extend(agent_session(exchanges=8, size=50))
+        store.flush(session.info.id, session.conv.messages)
+        assert [r.outcome for r in session.finalize_turn()][:1] == ["absorbed"]
+        stored = load_speed(store, KEY)
+        assert stored is not None and (stored.prompt_tps, stored.generation_tps) == FAST
+        session.close()
+
+
 def test_a_timed_out_call_halves_the_stored_speeds(tmp_path):
     with Store(tmp_path / "state.db") as store:
         summarizer = MeasuredSummarizer()
