@@ -420,7 +420,16 @@ class Session:
             "batch_compactions": self.compactor.batch_compactions,
             "last_pass": self.last_pass.outcome if self.last_pass else None,
             "requests": list(self.requests),
+            "compression_speed": self._compression_speed(),
         }
+
+    def _compression_speed(self) -> dict | None:
+        """The speeds defrag and batch are sized by (tokens/s); None for a summarizer with no
+        model, which takes any piece whole. ``measured``: here or by an earlier session."""
+        speed = self.compactor.ctx.speed
+        if speed.fixed:
+            return None
+        return {"prompt_tps": speed.prompt_tps, "generation_tps": speed.generation_tps, "measured": speed.measured}
 
 
 def usage_meta(done: ChatDone) -> dict:

@@ -67,6 +67,7 @@ def test_a_new_session_in_a_new_process_sizes_its_first_defrag_and_batch_from_th
     with Store(path) as store:
         first = open_session(config(), store, title="measures", chat=NoChat(), summarizer=MeasuredSummarizer())
         assert first.compactor.ctx.speed.prompt_tps == ASSUMED_PROMPT_TPS  # nothing kept yet
+        assert first.usage()["compression_speed"]["measured"] is False
         assert run_a_pass(first) == "absorbed"
         stored = load_speed(store, KEY)
         assert (stored.prompt_tps, stored.generation_tps) == FAST
@@ -76,6 +77,7 @@ def test_a_new_session_in_a_new_process_sizes_its_first_defrag_and_batch_from_th
         second = open_session(config(), store, title="sized", chat=NoChat(), summarizer=MeasuredSummarizer())
         ctx = second.compactor.ctx
         assert (ctx.speed.prompt_tps, ctx.speed.generation_tps) == FAST
+        assert second.usage()["compression_speed"] == {"prompt_tps": FAST[0], "generation_tps": FAST[1], "measured": True}
         fast = ModelSpeed(*FAST)
         assert ctx.speed.piece_tokens(ctx.timeout_s, DEFRAG_MAX_RATIO) == fast.piece_tokens(ctx.timeout_s, DEFRAG_MAX_RATIO)
         assert ctx.speed.piece_tokens(ctx.timeout_s, BATCH_OUTPUT_RATIO) > ModelSpeed().piece_tokens(
@@ -113,7 +115,7 @@ def test_a_timed_out_call_halves_the_stored_speeds(tmp_path):
 def test_the_extractive_summarizer_stores_nothing(tmp_path):
     with Store(tmp_path / "state.db") as store:
         session = open_session(config(), store, title="no model", chat=NoChat(), summarizer=ExtractiveSummarizer())
-        assert session.kept_speed is None
+        assert session.kept_speed is None and session.usage()["compression_speed"] is None
         assert run_a_pass(session) == "absorbed"
         assert list_speeds(store) == []
         session.close()
