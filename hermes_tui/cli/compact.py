@@ -15,6 +15,7 @@ from hermes_tui.conversation import Conversation
 from hermes_tui.hermes_sessions import read_transcript_file
 from hermes_tui.logs import setup_logging
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
+from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.store import Store
 from hermes_tui.summarizers.select import make_summarizer
@@ -69,12 +70,22 @@ def _compact_into_store(
     compactor = make_compactor(
         config, counter=counter, summarizer=summarizer, context_limit=limit, session_id=session.id
     )
+    # The model's speeds as last measured here size the first defrag and batch; what this
+    # replay measures is kept after each turn that ran passes (an interrupted replay keeps it).
+    kept_speed = KeptSpeed.open(store, summarizer, compactor.ctx.speed)
     progress = Progress(sys.stderr) if sys.stderr.isatty() else None
+
+    def on_turn(number: int, total: int, reports: list[PassReport]) -> None:
+        if progress:
+            progress.update(number, total, reports)
+        if reports and kept_speed is not None:
+            kept_speed.save_if_new()
+
     result = replay(
         messages, conv, compactor, turns=args.turns, start_at=done,
         flush=lambda new: store.flush(session.id, new),
         persist=lambda pass_result: store.archive_and_compact(session.id, pass_result),
-        on_turn=progress.update if progress else None,
+        on_turn=on_turn,
     )
     if progress:
         progress.close()

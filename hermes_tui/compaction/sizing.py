@@ -9,13 +9,24 @@ speeds: a piece's prefill plus its expected output must fit in a share of the ti
 
 Speeds come from the calls themselves (``ModelSpeed.observe``): the backend's own figures
 where it reports them (MLX, llama.cpp's ``timings``), else a fit of duration against prompt
-and generated tokens over the recent calls. Until a model has been measured the slowest
-model the app is meant for is assumed, so a first defrag on a slow CPU is not the one that
-times out.
+and generated tokens over the recent calls; a call that times out halves them. Until a model
+has been measured the slowest model the app is meant for is assumed, so a first defrag on a
+slow CPU is not the one that times out.
+
+What was measured outlives the process: the session layer keeps each model's speeds in the
+store, under the summarizer's ``speed_key``, once a pass that measured something is
+published, and gives them back (``ModelSpeed.restore``) when a session is opened, so a new
+session's first defrag or batch is sized to the model as last measured on this machine. A
+summarizer with no model (``instant``) has nothing to keep.
+
+One ``ModelSpeed`` per model: the summarizer owns it (``speed_for``), so every session and
+every copy of a ``PassContext`` built on one summarizer learns into the same object.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -42,6 +53,9 @@ class ModelSpeed:
     generation_tps: float = ASSUMED_GENERATION_TPS
     measured: bool = False
     fixed: bool = False  # not learnt: a summarizer with no model, or a test's
+    # When the speeds were last measured (Unix seconds; here or by an earlier session): what
+    # the store keeps with them, and how a save knows there is something new to keep.
+    measured_at: float | None = None
     _calls: deque = field(default_factory=lambda: deque(maxlen=RECENT_CALLS), repr=False)
 
     def observe(self, prefill_tokens: int | None, generated_tokens: int | None, seconds: float,
@@ -66,8 +80,19 @@ class ModelSpeed:
         self._adopt(self.prompt_tps / 2, self.generation_tps / 2)
         self._calls.clear()
 
-    def _adopt(self, prompt_tps: float, generation_tps: float) -> None:
+    def restore(self, prompt_tps: float, generation_tps: float, measured_at: float) -> bool:
+        """Adopt speeds measured before (kept in the store) unless this object holds newer
+        ones; whether it did. A fixed speed, or figures that are not positive, change nothing."""
+        if self.fixed or not (_usable(prompt_tps) and _usable(generation_tps)):
+            return False
+        if self.measured_at is not None and self.measured_at >= measured_at:
+            return False
+        self._adopt(prompt_tps, generation_tps, at=measured_at)
+        return True
+
+    def _adopt(self, prompt_tps: float, generation_tps: float, *, at: float | None = None) -> None:
         self.prompt_tps, self.generation_tps, self.measured = prompt_tps, generation_tps, True
+        self.measured_at = time.time() if at is None else at
 
     def seconds(self, input_tokens: int, output_tokens: int) -> float:
         return input_tokens / self.prompt_tps + output_tokens / self.generation_tps
@@ -98,8 +123,18 @@ def _fit(calls: list[tuple[int, int, float]]) -> tuple[float, float] | None:
 
 
 def speed_for(summarizer: object) -> ModelSpeed:
-    """What to assume of a summarizer's speed until its calls are measured: a summarizer that
-    with no model (``summarizer.runs_a_model``: the extractive one) takes any piece whole."""
+    """The speed a pass sizes its work by: the summarizer's own ``speed`` when it keeps one.
+
+    The summarizer owns it because the speed is the model's, and the summarizer is the
+    model's one handle in a process: the app builds one per configured compression model and
+    hands it to every session it opens, so what one session measures sizes the next one's
+    work, and a changed model (a new summarizer) never inherits another model's figures.
+    Without one: a summarizer with no model (``summarizer.runs_a_model``: the extractive one)
+    takes any piece whole; any other starts from the assumed speeds.
+    """
+    own = getattr(summarizer, "speed", None)
+    if isinstance(own, ModelSpeed):
+        return own
     if not runs_a_model(summarizer):
         return instant()
     return ModelSpeed()
@@ -108,3 +143,7 @@ def speed_for(summarizer: object) -> ModelSpeed:
 def instant() -> ModelSpeed:
     """A speed that takes any piece whole and learns nothing."""
     return ModelSpeed(prompt_tps=1e9, generation_tps=1e9, measured=True, fixed=True)
+
+
+def _usable(tps: float) -> bool:
+    return math.isfinite(tps) and tps > 0

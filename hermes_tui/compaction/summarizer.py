@@ -51,6 +51,9 @@ class Summarizer(Protocol):
 
     #: model name reported in telemetry (``aux_model``)
     model_name: str
+    # Optional, not part of the check: ``speed`` (a ``sizing.ModelSpeed``, the model's measured
+    # speeds) and ``speed_key`` (the model's identity, under which the store keeps them). A
+    # backend without them starts every session from the assumed speeds.
 
     def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:
         """Run one chat completion. Raises ``SummarizerError`` on failure."""

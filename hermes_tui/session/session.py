@@ -32,6 +32,7 @@ from hermes_tui.logs import get_logger
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.session import chat_telemetry
 from hermes_tui.session.fit import FitListener, FitState, guarded_stream
+from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.store.counters import save_counters
 from hermes_tui.transcript import Message, wire_view
@@ -52,7 +53,7 @@ REQUESTS_KEPT = 2_000
 class Session:
     def __init__(
         self, *, config: Config, store: Store, info: SessionInfo, chat: ChatClient,
-        compactor: Compactor, conv: Conversation,
+        compactor: Compactor, conv: Conversation, kept_speed: KeptSpeed | None = None,
     ):
         self.config = config
         self.store = store
@@ -60,6 +61,7 @@ class Session:
         self.chat = chat
         self.compactor = compactor
         self.conv = conv
+        self.kept_speed = kept_speed  # None: the summarizer has no measured speeds to keep
         self.lock = threading.RLock()
         self.turns_completed = 0
         self.user_turns = 0  # user messages added by this process: numbers chat requests by turn
@@ -318,6 +320,7 @@ class Session:
             spliced = any(r.splice is not None for r in landed)
             request = wire_view(self.conv.messages) if spliced and self._rewarms() else None
             last = self.last_pass
+        self._keep_speed()
         if request is not None:
             self.chat.warm(request)
         return last
@@ -336,7 +339,9 @@ class Session:
             if reports:
                 self.last_pass = reports[-1]
                 self._keep_counters()
-            return reports
+        if reports:
+            self._keep_speed()
+        return reports
 
     def _keep_counters(self) -> None:
         """Store the counters when a pass moved them (a failed pass leaves no marker to carry them)."""
@@ -349,6 +354,18 @@ class Session:
             self._stored_counters = counters
         except StoreError as exc:  # the marker still carries what it carried
             log.warning("cannot store the compaction counters of session %s: %s", self.info.id, exc)
+
+    def _keep_speed(self) -> None:
+        """Store the compression model's speeds when the passes just published measured them.
+
+        Outside the session's lock: the speeds are the model's, not the transcript's, and
+        the store's own lock orders this write with the session's others."""
+        if self.kept_speed is None:
+            return
+        try:
+            self.kept_speed.save_if_new()
+        except StoreError as exc:  # the next session starts from older figures, nothing else
+            log.warning("cannot store the speeds of compression model %s: %s", self.kept_speed.key, exc)
 
     def plan_compress(self, focus: str | None = None, *, trim: bool = False) -> PassResult | list[PassResult]:
         """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.
@@ -403,7 +420,16 @@ class Session:
             "batch_compactions": self.compactor.batch_compactions,
             "last_pass": self.last_pass.outcome if self.last_pass else None,
             "requests": list(self.requests),
+            "compression_speed": self._compression_speed(),
         }
+
+    def _compression_speed(self) -> dict | None:
+        """The speeds defrag and batch are sized by (tokens/s); None for a summarizer with no
+        model, which takes any piece whole. ``measured``: here or by an earlier session."""
+        speed = self.compactor.ctx.speed
+        if speed.fixed:
+            return None
+        return {"prompt_tps": speed.prompt_tps, "generation_tps": speed.generation_tps, "measured": speed.measured}
 
 
 def usage_meta(done: ChatDone) -> dict:

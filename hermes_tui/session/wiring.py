@@ -140,6 +140,7 @@ def open_session(
     from hermes_tui.compaction.window import head_end
     from hermes_tui.conversation import Conversation
     from hermes_tui.session.session import Session
+    from hermes_tui.session.speeds import KeptSpeed
     from hermes_tui.store.counters import load_counters
 
     counter = make_counter(config)
@@ -154,6 +155,8 @@ def open_session(
         )
         messages = []
     compactor = make_compactor(config, counter=counter, summarizer=summarizer, session_id=info.id)
+    # Before the first pass: its defrag or batch is sized to the model as last measured here.
+    kept_speed = KeptSpeed.open(store, summarizer, compactor.ctx.speed)
     if messages:
         # Now rather than at the first pass, so /usage and the status bar show the resumed
         # session's summary, passes and tokens saved from the start.
@@ -163,7 +166,8 @@ def open_session(
         # Passes after the newest marker (failed ones write none) are counted here only.
         compactor.state = compactor.state.evolve(passes_total=stored[0], tokens_saved_total=stored[1])
     conv = Conversation(messages, counter=counter)
-    session = Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv)
+    session = Session(config=config, store=store, info=info, chat=chat, compactor=compactor, conv=conv,
+                      kept_speed=kept_speed)
     if messages:
         session.answer_unanswered()  # a crash mid-turn: its open calls get "interrupted" results
     return session

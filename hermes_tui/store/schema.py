@@ -128,6 +128,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat' CHECK (kind IN ('chat', 'replay'));
     """,
+    # 8: each compression model's measured speeds (hermes_tui.store.speeds), so defrag and batch
+    #    are sized to it from a session's first pass rather than from the slow default
+    #    (compaction.sizing). ``model`` is the summarizer's ``speed_key``; ``measured`` the
+    #    time of the measurement (Unix seconds).
+    """
+    CREATE TABLE model_speeds (
+        model           TEXT PRIMARY KEY,
+        prompt_tps      REAL NOT NULL CHECK (prompt_tps > 0),
+        generation_tps  REAL NOT NULL CHECK (generation_tps > 0),
+        measured        REAL NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

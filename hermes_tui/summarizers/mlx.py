@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
@@ -20,6 +21,8 @@ TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"  # named in the TIMEOUT mes
 class MlxSummarizer:
     def __init__(self, model: str, *, timeout: float = 120.0, runtime: MlxRuntime | None = None):
         self.model_name = model
+        self.speed_key = f"mlx:{model}"
+        self.speed = ModelSpeed()  # learnt from the calls, kept per speed_key (compaction.sizing)
         self.timeout = timeout
         self.runtime = runtime or MlxRuntime.shared()
         self.last_stats = None  # GenerationStats of the last call, for benchmarks

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported by the first call (providers.openai_http.SdkClient): it is slow to import
     import openai
 
+from ..compaction.sizing import ModelSpeed
 from ..compaction.summarizer import Completion, SummarizerError
 from ..providers.failures import MALFORMED, TIMEOUT
 from ..providers.openai_errors import (
@@ -72,6 +73,10 @@ class OpenAISummarizer:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name = model
+        # The server is part of the key: one model name served by a laptop's llama-server and
+        # by a GPU box are two speeds, and two models behind one server differ by name.
+        self.speed_key = f"openai-api:{model}@{self.base_url}"
+        self.speed = ModelSpeed()  # learnt from the calls, kept per speed_key (compaction.sizing)
         self.timeout = float(timeout)
         self._sdk = SdkClient(self.base_url, api_key or PLACEHOLDER_API_KEY, self.timeout)
 

@@ -282,7 +282,7 @@ def test_migration_3_applies_to_an_existing_v2_database(tmp_path, mlx_bench):
     conn.close()
 
     with Store(path) as store:
-        assert user_version(store.conn) == SCHEMA_VERSION == 7
+        assert user_version(store.conn) == SCHEMA_VERSION == 8
         assert store.get_session("s1").kind == "chat"  # sessions stored before kinds existed count as chats
         assert [m.content for m in store.load_active("s1")] == ["find the zebra", "the zebra is in crossing.py"]
         assert {h.message_id for h in store.search("zebra")} == {"m0", "m1"}

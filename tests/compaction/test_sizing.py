@@ -7,9 +7,12 @@ import dataclasses
 
 from helpers import ScriptedSummarizer, agent_session, make_compactor, words
 
+from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.sizing import MIN_PIECE_TOKENS, ModelSpeed, instant, speed_for
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
+from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.tokens import EstimateCounter
 
 
 def test_speeds_are_fitted_from_durations_when_the_backend_does_not_report_them():
@@ -111,3 +114,33 @@ def test_completions_teach_the_speed():
     conv.extend(agent_session(exchanges=6, size=100))
     compactor.micro_pass(conv)
     assert (compactor.ctx.speed.prompt_tps, compactor.ctx.speed.generation_tps) == (180.0, 50.0)
+
+
+def test_speeds_kept_from_before_are_adopted_unless_newer_ones_were_measured():
+    speed = ModelSpeed()
+    assert speed.measured_at is None  # nothing measured: nothing for the store to keep
+    assert speed.restore(176.0, 48.0, measured_at=1000.0)
+    assert (speed.prompt_tps, speed.generation_tps, speed.measured_at) == (176.0, 48.0, 1000.0)
+    speed.observe(100, 10, 1.0, prompt_tps=90.0, generation_tps=20.0)
+    measured_now = speed.measured_at
+    assert measured_now > 1000.0
+    assert not speed.restore(176.0, 48.0, measured_at=1000.0)  # what this process measured since wins
+    assert speed.prompt_tps == 90.0
+    speed.timed_out()
+    assert speed.measured_at >= measured_now  # a halving is a measurement too: it is kept
+    fixed = instant()
+    assert not fixed.restore(1.0, 1.0, measured_at=1000.0) and fixed.prompt_tps == 1e9
+
+
+def test_one_speed_per_model_every_context_built_on_a_summarizer_learns_into_its_speed():
+    class Owning(ScriptedSummarizer):
+        def __init__(self):
+            super().__init__()
+            self.speed = ModelSpeed()
+
+    summarizer = Owning()
+    first = PassContext(summarizer=summarizer, counter=EstimateCounter(), window=ContextWindow(limit=8_000))
+    second = PassContext(summarizer=summarizer, counter=EstimateCounter(), window=ContextWindow(limit=16_000))
+    copy = dataclasses.replace(first, mode="append")
+    assert first.speed is second.speed is copy.speed is summarizer.speed
+    assert speed_for(ScriptedSummarizer()) is not speed_for(ScriptedSummarizer())  # none of its own: a fresh one

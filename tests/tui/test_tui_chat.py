@@ -292,6 +292,7 @@ async def test_usage_summary_help_and_unknown_commands(config, store):
         u = screen.session.usage()
         assert usage.note_title == "Usage" and f"{u['tokens']:,}" in usage.text and "1,024 tokens" in usage.text
         assert "micro passes" in usage.text and f"{u['tokens_saved']:,}" in usage.text
+        assert "compression model speed" in usage.text
         assert summary.text == screen.session.compactor.rolling_summary != ""
         assert all(c.usage in help_.text for c in commands.COMMANDS) and "Ctrl+J" in help_.text
         assert unknown.has_class("-warning") and "/nonsense" in unknown.text

@@ -119,6 +119,7 @@ class SlashCommandsMixin:
             ("rolling summary", f"{u['summary_tokens']:,} tokens"),
             ("batch compactions", str(u["batch_compactions"])),
             ("last pass", self._last_pass_text(u["last_pass"])),
+            ("compression model speed", _speed_text(u["compression_speed"])),
         ]
         chart = usage_chart(u["requests"], u["threshold_tokens"])
         await self.note(columns(rows) + (f"\n\n{chart}" if chart else ""), title="Usage")
@@ -212,3 +213,11 @@ class SlashCommandsMixin:
 
     def slash_quit(self, arg: str) -> None:
         self.app.exit()
+
+
+def _speed_text(speed: dict | None) -> str:
+    """What defrag and batch pieces are sized by: a pass's cost at a glance."""
+    if speed is None:
+        return "no model (any piece whole)"
+    figures = f"{speed['prompt_tps']:,.0f} prompt, {speed['generation_tps']:,.0f} generated tokens/s"
+    return figures + (" (measured)" if speed["measured"] else " (assumed until a call is measured)")
