@@ -57,6 +57,14 @@ def test_batch_when_over_the_threshold_and_no_micro_pass_is_due():
     assert policy(enabled=False).after_exchange(9_999).kind is None
 
 
+def test_batch_follows_a_micro_splice_that_left_the_transcript_over_the_threshold():
+    p = policy()
+    assert p.after_splice(MICRO, 8_001) == BATCH
+    assert p.after_splice(MICRO, 8_000) is None  # at the threshold, not over it
+    assert p.after_splice(BATCH, 9_999) is None  # after batch the next exchange decides
+    assert policy(enabled=False).after_splice(MICRO, 9_999) is None
+
+
 def _long_session(compactor, conv, exchanges: int) -> None:
     conv.append(user("Fix the bug"))
     for _ in range(exchanges):
