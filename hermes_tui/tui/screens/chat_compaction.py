@@ -57,6 +57,8 @@ class CompactionMixin:
         """The agent loop completed an exchange and a pass (or batch compaction) is due."""
         event.passes.taken()
         if self.session.compactor.settings.enabled:
+            # ``due`` may already be a later exchange's decision; whether a micro decision
+            # passes down to a mark is the policy's (``watermark``), the same for every one.
             self.request_compaction(PassRequest.due(event.kind, self.session.due))
 
     def request_compaction(self, request: PassRequest) -> None:
