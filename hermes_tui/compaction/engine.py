@@ -30,6 +30,7 @@ from typing import Any
 from hermes_tui.compaction import telemetry
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
+from hermes_tui.compaction.policy import BATCH as BATCH_DUE
 from hermes_tui.compaction.policy import MICRO as MICRO_DUE
 from hermes_tui.compaction.policy import CompactionPolicy, Decision
 from hermes_tui.compaction.settings import CompactionSettings
@@ -149,8 +150,8 @@ class Compactor:
     def finalize_turn(
         self, conv: Conversation, persist: Persist | None = None, *, turn_ended: bool = True
     ) -> list[PassReport]:
-        """After a completed exchange, synchronously: what the policy decided, then batch if
-        still over the threshold."""
+        """After a completed exchange, synchronously: what the policy decided (micro passes,
+        or batch), then what the policy says follows the micro splice (``after_splice``)."""
         decision = self.decide(conv, turn_ended=turn_ended)
         reports: list[PassReport] = []
         if not self.settings.enabled:
@@ -163,7 +164,10 @@ class Compactor:
             if reports and not micro:  # the trim alone brought it under the mark
                 self.policy.landed(conv.total_tokens)
             reports += micro
-        if conv.total_tokens > self.ctx.window.threshold_tokens:
+            if self.policy.after_splice(MICRO_DUE, conv.total_tokens) == BATCH_DUE:
+                reports.append(self.compress(conv, persist=persist))
+        elif decision.kind == BATCH_DUE and conv.total_tokens > self.ctx.window.threshold_tokens:
+            # (the trim before it may have been enough)
             reports.append(self.compress(conv, persist=persist))
         return reports
 

@@ -14,7 +14,10 @@ The policy therefore decides *when* passes run, and how many run together:
   ``micro_compact_every_n_turns``): an agent step, or a plain reply.
 * ``per_turn``: one pass after every N-th completed user turn (the spec's schedule).
 
-Batch compaction is due when the transcript is over the threshold and no micro pass is.
+Batch compaction is due when the transcript is over the threshold and no micro pass is,
+and it follows a micro splice that left the transcript over the threshold
+(``after_splice``): the synchronous path (``Compactor.finalize_turn``) and the queue of
+background passes (``session.pass_queue``, the app and the agent loop) both ask it.
 The counter (``exchanges``) counts every completed exchange the session saw; the
 decisions are logged one line each, counts only, so the app, ``compact``, ``demo``,
 ``eval`` and the agent loop can be compared on the same transcript.
@@ -125,6 +128,14 @@ class CompactionPolicy:
             return None, None
         self._waiting = 0
         return MICRO, None
+
+    def after_splice(self, landed: str, total_tokens: int) -> str | None:
+        """What follows a pass of kind ``landed`` that has just ended, the transcript now
+        ``total_tokens``: BATCH when micro passes left it over the threshold (they could not
+        fold enough, and the next request must fit), else None. Asked whatever the pass's
+        outcome: a failed pass leaves the transcript as large as it was."""
+        over = total_tokens > self.window.threshold_tokens
+        return BATCH if landed == MICRO and over and self.settings.enabled else None
 
     @staticmethod
     def again(decision: Decision, outcome: str, total_tokens: int, passes_run: int) -> bool:

@@ -21,7 +21,9 @@ tools are offered from the first request after it is up.
 Compaction: each completed exchange is counted by the one rule
 (``Session.exchange_completed``, the compaction policy); the passes it asks for are
 planned in the background (``session.passes``) and published together before the next
-model call. Every model call goes through the session's guard (``session.fit``): the loop
+model call, one at a time in the order of the queue the app's compaction uses too
+(``session.pass_queue``: what waits, what is dropped, and the batch that follows a micro
+splice left over the threshold). Every model call goes through the session's guard (``session.fit``): the loop
 waits for passes, and compacts, only when the next request would not fit the window (or
 when it is over the threshold while passes are in flight).
 

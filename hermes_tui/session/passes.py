@@ -4,11 +4,10 @@ The agent loop asks for passes when the policy says so after a completed exchang
 (``request``); a worker thread plans them on a snapshot (``Session.plan_pass``: the
 passes of one decision, the summarizer runs outside the lock) and the loop publishes
 them together between model calls (``publish_ready``), so a splice never lands while a
-request is being built. A request made while passes are in flight is queued and started
-once those are published: passes never overlap. Each one-pass request runs (it folds
-one exchange, so dropping requests would let the unabsorbed exchanges pile up); of
-requests that pass down to a mark, one waiting is enough. The loop waits for a pass (``settle``) only when the next request
-would not fit the window, and at the end of the turn.
+request is being built. Which pass starts, which waits and which is dropped, and what
+follows one that ended, is the queue's (``session.pass_queue``, the app's queue too).
+The loop waits for a pass (``settle``) only when the next request would not fit the
+window, and at the end of the turn.
 """
 
 from __future__ import annotations
@@ -19,15 +18,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import PassReport
+from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.logs import get_logger
+from hermes_tui.session.pass_queue import PassQueue, PassRequest
 
 if TYPE_CHECKING:
     from hermes_tui.session.session import Session
 
 log = get_logger("passes")
 
-MICRO, BATCH = "micro", "batch"
+__all__ = ["BATCH", "MICRO", "BackgroundPasses"]
 
 
 class BackgroundPasses:
@@ -37,14 +38,13 @@ class BackgroundPasses:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._planned: PassResult | list[PassResult] | None = None
-        self._kind: str | None = None  # the pass in flight (planning or planned)
-        self._queued: list[str] = []  # asked for while one was in flight, in order
+        self._queue = PassQueue(session.after_splice)
         self.published: list[PassReport] = []
         self.waited_s = 0.0  # time spent in ``settle``: how long the loop waited for compaction
 
     @property
     def busy(self) -> bool:
-        return self._kind is not None
+        return self._queue.running is not None
 
     @property
     def ready(self) -> bool:
@@ -54,25 +54,19 @@ class BackgroundPasses:
     @property
     def queued(self) -> int:
         """Passes asked for that have not started yet (the lag behind the agent)."""
-        return len(self._queued)
+        return len(self._queue.waiting)
 
     def request(self, kind: str = MICRO) -> None:
-        """Run a pass of ``kind`` now, or after the ones in flight and queued."""
+        """Run a pass of ``kind`` (what the policy decided last) now, or when the queue says."""
         with self._lock:
-            if self._kind is not None:
-                if kind not in self._queued or not self._one_is_enough(kind):
-                    self._queued.append(kind)
-                return
-            self._start(kind)
+            started = self._queue.request(PassRequest.due(kind, self.session.due))
+            if started is not None:
+                self._start(started)
 
-    def _one_is_enough(self, kind: str) -> bool:
-        due = self.session.due
-        return kind == BATCH or (due is not None and due.down_to is not None)
-
-    def _start(self, kind: str) -> None:
-        self._kind = kind
+    def _start(self, request: PassRequest) -> None:
         self.session.begin_work()  # the session keeps its lease until the pass has landed
-        self._thread = threading.Thread(target=self._plan, args=(kind,), name=f"{kind} pass", daemon=True)
+        self._thread = threading.Thread(target=self._plan, args=(request.kind,), name=f"{request.kind} pass",
+                                        daemon=True)
         self._thread.start()
 
     def _plan(self, kind: str) -> None:
@@ -87,11 +81,12 @@ class BackgroundPasses:
                 self._finished()
 
     def _finished(self) -> None:
-        """(under ``_lock``) The pass in flight is over: start the one asked for meanwhile."""
-        self._kind, self._planned = None, None
+        """(under ``_lock``) The pass in flight is over: start what the queue says comes next."""
+        self._planned = None
         self.session.end_work()
-        if self._queued:
-            self._start(self._queued.pop(0))
+        following = self._queue.finished()
+        if following is not None:
+            self._start(following)
 
     def publish_ready(self) -> PassReport | None:
         """Publish the planned pass, if one is ready (the loop calls this between model calls)."""
@@ -102,7 +97,7 @@ class BackgroundPasses:
             try:
                 report = self.session.publish_pass(planned)
             except Exception:
-                log.exception("%s pass failed while publishing; the transcript is unchanged", self._kind)
+                log.exception("%s failed while publishing; the transcript is unchanged", self._queue.running)
                 report = None
             self._finished()
         if report is not None:
@@ -128,7 +123,7 @@ class BackgroundPasses:
                     return
             self.publish_ready()
             with self._lock:
-                if self._kind is None:
+                if self._queue.running is None:
                     return
                 if self._thread is thread and self._planned is None and not thread.is_alive():
                     return

@@ -295,6 +295,11 @@ class Session:
         """What the last completed exchange made due: ``"micro"``, ``"batch"`` or None."""
         return self.due.kind if self.due is not None else None
 
+    def after_splice(self, kind: str) -> str | None:
+        """What follows a pass of ``kind`` that has just ended (the policy's rule, on the
+        transcript now): ``"batch"`` or None. A plain read, as ``over_threshold``."""
+        return self.compactor.policy.after_splice(kind, self.conv.total_tokens)
+
     def plan_pass(self) -> list[PassResult]:
         """Plan the micro passes of the last decision that asked for them, on a snapshot
         (worker thread; calls the summarizer). Empty when the transcript is already under

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers import ScriptedSummarizer, exchange, make_compactor, user
+from helpers import ScriptedSummarizer, exchange, failing, make_compactor, user
 
 from hermes_tui.compaction.policy import BATCH, MICRO, CompactionPolicy
 from hermes_tui.compaction.settings import CompactionSettings
@@ -55,6 +55,14 @@ def test_batch_when_over_the_threshold_and_no_micro_pass_is_due():
     assert policy(micro_compact=False).after_exchange(8_000).kind is None
     assert policy(policy="per_turn").after_exchange(8_001, turn_ended=False).kind == BATCH
     assert policy(enabled=False).after_exchange(9_999).kind is None
+
+
+def test_batch_follows_a_micro_splice_that_left_the_transcript_over_the_threshold():
+    p = policy()
+    assert p.after_splice(MICRO, 8_001) == BATCH
+    assert p.after_splice(MICRO, 8_000) is None  # at the threshold, not over it
+    assert p.after_splice(BATCH, 9_999) is None  # after batch the next exchange decides
+    assert policy(enabled=False).after_splice(MICRO, 9_999) is None
 
 
 def _long_session(compactor, conv, exchanges: int) -> None:
@@ -125,3 +133,12 @@ def test_the_synchronous_path_runs_the_same_passes():
     reports = compactor.finalize_turn(conv)
     assert len(reports) > 1 and all(r.kind == "micro" for r in reports)
     assert conv.total_tokens <= int(0.55 * int(8_000 * 0.80))
+
+
+def test_the_synchronous_path_follows_a_micro_splice_left_over_the_threshold_with_batch():
+    # Every summary fails: the micro pass leaves the transcript as large as it was.
+    for exchanges, kinds in ((40, ["micro", "batch"]), (10, ["micro"])):
+        compactor, conv = make_compactor(ScriptedSummarizer(failing()), limit=8_000, trim=False)
+        _long_session(compactor, conv, exchanges)
+        assert (conv.total_tokens > int(8_000 * 0.80)) == (exchanges == 40)
+        assert [r.kind for r in compactor.finalize_turn(conv)] == kinds

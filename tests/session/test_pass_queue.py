@@ -5,7 +5,12 @@ plan, in order, and holds the first one at a gate so that the requests made mean
 queue up. What is pinned: passes never overlap and run in the order asked for; a
 one-pass micro request always runs (each folds one exchange); of requests that pass
 down to a mark, and of batch requests, one waiting is enough; a batch the policy asked
-for runs the trim stage first (``plan_compress(trim=True)``)."""
+for runs the trim stage first (``plan_compress(trim=True)``); a micro splice that leaves
+the transcript over the threshold is followed by batch compaction, as in the synchronous
+path (``Compactor.finalize_turn``).
+
+The double's transcript is a token count the test sets (``tokens``); the policy that says
+what follows a pass is the real one, over a 10,000-token window (threshold 8,000)."""
 
 from __future__ import annotations
 
@@ -14,11 +19,15 @@ import threading
 import pytest
 
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.compaction.policy import MICRO, Decision
+from hermes_tui.compaction.policy import MICRO, CompactionPolicy, Decision
+from hermes_tui.compaction.settings import CompactionSettings
 from hermes_tui.compaction.state import PassResult
+from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.session.passes import BATCH, BackgroundPasses
 
 GATE_S = 30  # bounds a hang only
+THRESHOLD = 8_000  # of the double's 10,000-token window
+UNDER = 3_000  # what a batch leaves
 
 
 class QueueSession:
@@ -31,6 +40,8 @@ class QueueSession:
         self.batch_trims: list[bool] = []  # ``trim`` of each batch planned
         self.in_flight = 0
         self.most_in_flight = 0
+        self.tokens = UNDER  # the transcript's size; a batch brings it back to ``UNDER``
+        self.policy = CompactionPolicy(CompactionSettings(), ContextWindow(limit=10_000))
         self._lock = threading.Lock()
 
     def begin_work(self) -> None:
@@ -56,7 +67,12 @@ class QueueSession:
 
     def publish_pass(self, planned) -> PassReport:
         results = planned if isinstance(planned, list) else [planned]
+        if results[-1].kind == BATCH:
+            self.tokens = UNDER
         return PassReport(results[-1].kind, results[-1].outcome)
+
+    def after_splice(self, kind: str) -> str | None:
+        return self.policy.after_splice(kind, self.tokens)
 
 
 def run(session: QueueSession, requests: list[str]) -> BackgroundPasses:
@@ -101,3 +117,30 @@ def test_a_down_to_decision_keeps_micro_and_batch_in_the_order_asked():
     assert passes.queued == 2
     settle(session, passes)
     assert session.planned == ["micro", "micro", BATCH]
+
+
+@pytest.mark.parametrize("down_to", [None, 4_400])
+def test_a_micro_splice_that_leaves_the_transcript_over_the_threshold_is_followed_by_batch(down_to):
+    session = QueueSession(down_to=down_to)
+    session.tokens = THRESHOLD + 1  # what the micro passes left
+    passes = run(session, [])
+    settle(session, passes)
+    assert session.planned == ["micro", BATCH]
+    assert [r.kind for r in passes.published] == ["micro", BATCH]
+
+
+def test_the_follow_up_batch_goes_before_the_passes_waiting():
+    session = QueueSession(down_to=None)
+    session.tokens = THRESHOLD + 1
+    passes = run(session, ["micro"])
+    settle(session, passes)
+    # The batch brings it under the threshold: the waiting micro pass is not followed by another.
+    assert session.planned == ["micro", BATCH, "micro"]
+
+
+def test_no_batch_follows_a_micro_splice_that_leaves_the_transcript_at_the_threshold():
+    session = QueueSession(down_to=4_400)
+    session.tokens = THRESHOLD
+    passes = run(session, [])
+    settle(session, passes)
+    assert session.planned == ["micro"]

@@ -119,7 +119,7 @@ async def test_the_input_stays_live_while_a_pass_runs_and_the_pass_lands(config,
             assert screen.compaction == "pass" and not gated.gate.is_set()
             assert [m.content for m in screen.session.conv.messages if m.role == "user"][-2:] == [
                 "First, what changed?", "And the second question?"]
-            assert len(screen._queued) == 1  # the second turn's pass waits for the first
+            assert len(screen.pass_queue.waiting) == 1  # the second turn's pass waits for the first
             assert not [v for v in views(screen) if isinstance(v, MarkerMessage)]
 
             gated.gate.set()

@@ -179,8 +179,8 @@ class ScreenListener(AgentListener):
 
 class ScreenPasses:
     """What ``AgentTurn`` asks of its passes (``session.passes.BackgroundPasses``), done by
-    the chat screen's compaction: a pass asked for runs there (queued behind the one
-    running) and is published as soon as it is planned, under the session's lock, so
+    the chat screen's compaction: a pass asked for runs there (when the queue both share,
+    ``session.pass_queue``, says) and is published as soon as it is planned, under the session's lock, so
     there is nothing to publish between model calls. ``settle`` waits for the screen's
     compaction to go idle (the loop asks only when the next request would not fit)."""
 

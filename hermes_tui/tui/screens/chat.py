@@ -29,6 +29,7 @@ from textual.widgets import Static
 from hermes_tui.chat.client import ChatError
 from hermes_tui.logs import get_logger
 from hermes_tui.session.agent import MAX_STEPS, STOPPED, AgentTurn, Tools
+from hermes_tui.session.pass_queue import PassQueue
 from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
 from hermes_tui.transcript import Message
@@ -105,7 +106,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         self._got_text = False
         self._outbox: deque[tuple[str, UserMessage]] = deque()
         self.compaction: str | None = None          # PASS or BATCH while one runs
-        self._queued: deque[tuple[str, str | None, bool]] = deque()
+        self.pass_queue = PassQueue(session.after_splice)  # the passes waiting, and the rules
         self.last_outcome: str | None = None
         self._failure_shown: str | None = None
         self._spinner: Timer | None = None
@@ -124,7 +125,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     @property
     def busy(self) -> bool:
         """A turn or a pass is in flight, or one is queued."""
-        return bool(self.replying or self.compaction or self._outbox or self._queued)
+        return bool(self.replying or self.compaction or self._outbox or not self.pass_queue.idle)
 
     def compose(self) -> ComposeResult:
         yield MessageList(id="messages")

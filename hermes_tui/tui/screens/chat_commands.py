@@ -11,10 +11,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hermes_tui.analysis.occupancy_chart import usage_chart
+from hermes_tui.compaction.policy import BATCH
 from hermes_tui.logs import get_logger
+from hermes_tui.session.pass_queue import PassRequest
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tui import commands
-from hermes_tui.tui.screens.chat_compaction import BATCH
 from hermes_tui.tui.widgets.text import columns
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class SlashCommandsMixin:
 
     def slash_compact(self, arg: str) -> None:
         # The status bar shows it running; a note says what it did when it lands.
-        self.request_compaction(BATCH, arg or None, manual=True)
+        self.request_compaction(PassRequest(BATCH, focus=arg or None, manual=True))
 
     async def slash_usage(self, arg: str) -> None:
         u = self.session.usage()

@@ -2,8 +2,10 @@
 
 A pass is planned on a snapshot in an app thread worker and published under the
 session's lock (``Session.publish_pass`` drops a stale splice whole); the screen then
-brings the message list in step with the transcript. Passes asked for while one runs
-(by the agent loop after each exchange, or ``/compact``) queue up. A mixin of
+brings the message list in step with the transcript. Which pass starts, which waits and
+which is dropped, and what follows one that ended, is the queue's
+(``session.pass_queue``, the agent loop of ``run`` asks the same one): the passes the
+agent loop asks for after each exchange, and ``/compact`` (never dropped). A mixin of
 ``ChatScreen``: its handlers go by name (``on_pass_landed``), which Textual finds on
 mixins too.
 """
@@ -11,7 +13,6 @@ mixins too.
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from textual.worker import get_current_worker
 
 from hermes_tui.compaction.engine import PassReport
+from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.logs import get_logger
-from hermes_tui.session.passes import MICRO
+from hermes_tui.session.pass_queue import PassQueue, PassRequest
 from hermes_tui.session.session import Session
 from hermes_tui.tui.screens.agent_bridge import PassLanded, PassRequested
 from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES
@@ -31,13 +33,13 @@ if TYPE_CHECKING:
 
 log = get_logger("tui")
 
-PASS, BATCH = "pass", "batch"
+PASS = "pass"  # the status bar's word for micro passes
 
 
 class CompactionMixin:
     session: Session
     compaction: str | None  # PASS or BATCH while one runs
-    _queued: deque[tuple[str, str | None, bool]]
+    pass_queue: PassQueue
     last_outcome: str | None
     _failure_shown: str | None  # the pass failure last told, so a repeat is not told each turn
     app: Any
@@ -49,45 +51,52 @@ class CompactionMixin:
 
     def compaction_idle(self) -> bool:
         """No pass runs or waits (read from the turn's thread too: plain attribute reads)."""
-        return self.compaction is None and not self._queued
+        return self.pass_queue.idle
 
     def on_pass_requested(self, event: PassRequested) -> None:
         """The agent loop completed an exchange and a pass (or batch compaction) is due."""
         event.passes.taken()
         if self.session.compactor.settings.enabled:
-            self.request_compaction(PASS if event.kind == MICRO else BATCH)
+            # ``due`` may already be a later exchange's decision; whether a micro decision
+            # passes down to a mark is the policy's (``watermark``), the same for every one.
+            self.request_compaction(PassRequest.due(event.kind, self.session.due))
 
-    def request_compaction(self, kind: str, focus: str | None = None, *, manual: bool = False) -> None:
-        """Run a pass (or batch compaction) now, or after the one running."""
-        if self.compaction is not None:
-            self._queued.append((kind, focus, manual))
-            return
-        self.compaction = kind
+    def request_compaction(self, request: PassRequest) -> None:
+        """Run a pass (or batch compaction) now, or when the queue says."""
+        started = self.pass_queue.request(request)
+        if started is not None:
+            self._start_compaction(started)
         self.refresh_status()
+
+    def _start_compaction(self, request: PassRequest) -> None:
+        self.compaction = PASS if request.kind == MICRO else BATCH
         self.session.begin_work()  # a pass still lands (its session keeps its lease) after /new
         # An app worker, not this screen's: after /new the pass still lands in its own session
         # (stored); only quitting abandons it.
         self.app.run_worker(
-            partial(self._compaction_worker, self.session, kind, focus, manual),
-            name=f"{kind} {self.session.info.id}", group="compaction", thread=True, exit_on_error=False,
+            partial(self._compaction_worker, self.session, request),
+            name=f"{self.compaction} {self.session.info.id}", group="compaction", thread=True,
+            exit_on_error=False,
         )
 
-    def _compaction_worker(self, session: Session, kind: str, focus: str | None, manual: bool) -> None:
+    def _compaction_worker(self, session: Session, request: PassRequest) -> None:
         worker = get_current_worker()
         try:
             planned = abandonable(
-                session.plan_pass if kind == PASS else lambda: session.plan_compress(focus),
+                # A batch the policy asked for trims first, as in ``run``; ``/compact`` does not.
+                session.plan_pass if request.kind == MICRO
+                else lambda: session.plan_compress(request.focus, trim=not request.manual),
                 cancelled=lambda: worker.is_cancelled,
             )
             if planned is None:
                 return  # the app is closing: a plan is only a proposal, nothing was written
             report = session.publish_pass(planned)
         except Exception:
-            log.exception("%s compaction failed; the transcript is unchanged", kind)
+            log.exception("%s compaction failed; the transcript is unchanged", request.kind)
             report = None
         finally:
             session.end_work()
-        self.post_message(PassLanded(session, kind, report, manual))  # type: ignore[attr-defined]
+        self.post_message(PassLanded(session, request.kind, report, request.manual))  # type: ignore[attr-defined]
 
     async def on_pass_landed(self, event: PassLanded) -> None:
         if event.session is not self.session:
@@ -104,11 +113,9 @@ class CompactionMixin:
         await self.messages.sync(messages)
         if event.manual:
             await self._batch_note(report)
-        if self._queued:
-            kind, focus, manual = self._queued.popleft()
-            self.request_compaction(kind, focus, manual=manual)
-        elif event.kind == PASS and self.session.compactor.settings.enabled and self.session.over_threshold():
-            self.request_compaction(BATCH)
+        following = self.pass_queue.finished()
+        if following is not None:
+            self._start_compaction(following)
         self.refresh_status()
 
     def _tell_failure(self, report: PassReport | None) -> None:

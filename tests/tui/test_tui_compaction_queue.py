@@ -1,0 +1,94 @@
+"""The app runs its passes through the same queue and rule as the agent loop of ``run``.
+
+``App.run_test`` with the real backend (the tiny MLX chat model, never called here: the
+passes are asked for directly, as the agent loop and ``/compact`` ask). The summarizer
+always fails, so a pass leaves the transcript as large as it was: over the threshold
+(a session with large tool results) or under it (the short coding session). The test
+records what the session was asked to plan, in order. Pinned: batch (with the trim stage
+first, as the policy's batch in ``run``) follows a micro pass that left the context over
+the threshold, ahead of the passes waiting; ``/compact`` requests are never dropped;
+nothing follows a micro pass that left it under the threshold."""
+
+from __future__ import annotations
+
+from support.chat_app import (
+    SIZE,
+    FailingSummarizer,
+    app_for,
+    app_test,
+    coding_session,
+    settle,
+    until,
+)
+
+from hermes_tui.compaction.policy import BATCH, MICRO
+from hermes_tui.session.pass_queue import PassRequest
+from hermes_tui.session.wiring import open_session
+from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.transcript import Message
+
+
+def stored_session(config, store, *, large: bool) -> str:
+    """``coding_session``, and with ``large`` tool results that put it over a 1,024-token window's threshold."""
+    session = open_session(config, store, title="queue", summarizer=ExtractiveSummarizer())
+    session.conv.extend(coding_session())
+    if large:
+        for n in range(6):
+            call = {"id": f"big{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+            session.conv.extend([
+                Message("assistant", f"Reading part {n}.", tool_calls=[call]),
+                Message("tool", " ".join(f"row{n}-{k}" for k in range(120)), tool_call_id=f"big{n}", name="read_file"),
+            ])
+    store.flush(session.info.id, session.conv.messages)
+    return session.info.id
+
+
+def record_plans(session) -> list:
+    """What ``session`` is asked to plan, in order: MICRO, or (BATCH, focus, trim)."""
+    planned: list = []
+    plan_pass, plan_compress = session.plan_pass, session.plan_compress
+
+    def recording_pass():
+        planned.append(MICRO)
+        return plan_pass()
+
+    def recording_compress(focus=None, *, trim=False):
+        planned.append((BATCH, focus, trim))
+        return plan_compress(focus, trim=trim)
+
+    session.plan_pass, session.plan_compress = recording_pass, recording_compress
+    return planned
+
+
+@app_test
+async def test_batch_follows_a_micro_pass_left_over_the_threshold_ahead_of_what_waits(config, store):
+    session_id = stored_session(config, store, large=True)
+    app = app_for(config, store, session_id=session_id, summarizer=FailingSummarizer())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await until(pilot, screen.session.over_threshold, "the window to resolve, the session over the threshold")
+        planned = record_plans(screen.session)
+        manual = PassRequest(BATCH, focus="the parser", manual=True)
+        # No await in between: the first pass cannot land before the others are asked for.
+        for request in (PassRequest(MICRO), PassRequest(MICRO), manual, manual):
+            screen.request_compaction(request)
+        assert len(screen.pass_queue.waiting) == 3  # a one-pass micro waits; /compact is never dropped
+        await settle(pilot, screen)
+        assert screen.session.over_threshold()  # every pass failed: still over
+        follow_up = (BATCH, None, True)
+        asked = (BATCH, "the parser", False)
+        assert planned == [MICRO, follow_up, MICRO, follow_up, asked, asked]
+
+
+@app_test
+async def test_nothing_follows_a_micro_pass_left_under_the_threshold(config, store):
+    session_id = stored_session(config, store, large=False)
+    app = app_for(config, store, session_id=session_id, summarizer=FailingSummarizer())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.session.compactor.ctx.window.limit is not None, "the window to resolve")
+        assert not screen.session.over_threshold()
+        planned = record_plans(screen.session)
+        screen.request_compaction(PassRequest(MICRO))
+        await settle(pilot, screen)
+        assert planned == [MICRO]
