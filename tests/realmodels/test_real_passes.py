@@ -18,7 +18,7 @@ from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
-from hermes_tui.transcript import parse_transcript
+from hermes_tui.transcript import check_tool_pairing, parse_transcript
 
 pytestmark = [pytest.mark.realmodels, pytest.mark.timeout(900)]
 
@@ -54,3 +54,24 @@ def test_passes_absorb_with_content_written_by_the_model(small_model_server):
     body = facts.body_of(compactor.rolling_summary, compactor.state.facts)
     assert not is_refusal(body) and not looks_like_instructions(body)
     assert "widgets.py" in compactor.rolling_summary
+
+
+def test_the_window_holds_over_a_real_session_slice_with_default_settings(small_model_server):
+    """Default settings (the watermark policy, append notes, trim first) over the first 40
+    messages of the real session at an 8,192-token window: the context the chat model gets
+    after every step's passes stays within the threshold, no batch compaction fails, every
+    user message is still there word for word, and tool calls stay paired."""
+    messages = demo(40)
+    compactor, counter = compactor_for(small_model_server, policy="watermark", limit=8_192)
+    threshold = compactor.ctx.window.threshold_tokens
+    conv = Conversation(counter=counter)
+    sent: list[int] = []
+    result = replay(messages, conv, compactor, turns="step",
+                    on_turn=lambda number, total, reports: sent.append(conv.total_tokens))
+    outcomes = [(r.kind, r.outcome, r.fields.get("failure")) for r in result.reports]
+    assert sum(1 for r in result.reports if r.kind == "micro" and r.outcome == "absorbed") >= 3, outcomes
+    assert max(sent) <= threshold, (max(sent), threshold, outcomes)
+    assert not [r for r in result.reports if r.kind == "batch" and r.outcome != "compressed"], outcomes
+    users = [m.content for m in messages if m.role == "user"]
+    assert all(text in compactor.rolling_summary or any(m.content == text for m in conv.messages) for text in users)
+    check_tool_pairing(conv.messages)
