@@ -7,8 +7,9 @@ engine (``hermes_tui.analysis.replay.replay``, default compression settings, a 3
 window) four times: with ``compression.trim`` on and off, and with two summarizers:
 
 * **failing**: every call raises a timeout, as a summarizer that is down or far too slow
-  for its timeout. No micro pass and no batch compaction ever lands, so what holds the
-  window is the trim stage alone (and nothing, without it);
+  for its timeout. No micro pass lands; what holds the window is the trim stage and batch
+  compaction landing each chunk's deterministic notes (``compaction.batch``); trim spares
+  batch compactions (each a cache break and a lossy condensation);
 * **extractive**: the built-in extractive summarizer (no model, not an LLM): passes land.
 
 Peak occupancy is the largest transcript the chat model would have been sent (before each

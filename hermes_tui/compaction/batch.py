@@ -5,13 +5,20 @@ tool groups are never split, user messages are never summarized (they stay in
 place, in order), and the previous summary (micro or batch) is folded into the
 new one, so there is still exactly one marker. A large middle is condensed in
 chunks, each folded into the summary so far. Publishing it resets the micro state.
+
+Batch runs because the window is full, so it must not fail because the model did: a chunk
+whose call fails (a timeout, an unreachable server) or whose answer is rejected (a refusal,
+a scrap, instructions) gets its deterministic notes (``compaction.notes``, what the
+extractive summarizer keeps) appended to the summary instead, and so does every chunk after
+a failed call (a model that ran out of time on one chunk runs out on the next). The pass
+still fails when what it writes does not shrink the context.
 """
 
 from __future__ import annotations
 
 import time
 
-from hermes_tui.compaction import checks, user_floor
+from hermes_tui.compaction import checks, notes, user_floor
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.micro import PassContext, floor_meta, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
@@ -22,7 +29,7 @@ from hermes_tui.compaction.state import (
     MicroState,
     PassResult,
 )
-from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
+from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.conversation import Splice
@@ -69,28 +76,38 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     prompt_tokens = completion_tokens = 0
     # Pieces the model finishes in time (sizing.py), beside the summary so far.
     chunk_tokens = min(CHUNK_TOKENS, ctx.speed.piece_tokens(ctx.timeout_s, BATCH_OUTPUT_RATIO))
+    rejected: list[str] = []
+    failed_call: SummarizerError | None = None
     for chunk in _chunks(messages, absorb, ctx, chunk_tokens):
         chunk_tokens = count_messages(ctx.counter, chunk)
-        request = SummaryRequest("batch", summary, [redact_message(m) for m in chunk], focus)
-        try:
-            budget = generation_budget(ctx, summary_tokens + chunk_tokens)
-            completion = run_summarizer(ctx.summarizer, request, max_tokens=budget, speed=ctx.speed)
-        except SummarizerError as exc:
-            return PassResult(
-                BATCH, BATCH_FAILED, state, failure=exc.kind, detail=failure_detail(exc), stats=_timed(stats, started)
-            )
-        stats["summarizer_calls"] += 1
-        prompt_tokens += completion.prompt_tokens or 0
-        completion_tokens += completion.completion_tokens or 0
-        text = redact(checks.clean_summary(completion.text))
-        text_tokens = ctx.counter.count_text(text)
-        problem = checks.summary_problem(
-            text, finish_reason=completion.finish_reason, new_tokens=text_tokens,
-            replaced_tokens=summary_tokens + chunk_tokens,
-        )
-        if problem:
-            return PassResult(BATCH, BATCH_FAILED, state, failure=problem, stats=_timed(stats, started))
+        redacted = [redact_message(m) for m in chunk]
+        problem: str | None = None
+        if failed_call is None:
+            request = SummaryRequest("batch", summary, redacted, focus)
+            try:
+                budget = generation_budget(ctx, summary_tokens + chunk_tokens)
+                completion = run_summarizer(ctx.summarizer, request, max_tokens=budget, speed=ctx.speed)
+            except SummarizerError as exc:
+                failed_call, problem = exc, exc.kind
+            else:
+                stats["summarizer_calls"] += 1
+                prompt_tokens += completion.prompt_tokens or 0
+                completion_tokens += completion.completion_tokens or 0
+                text = redact(checks.clean_summary(completion.text))
+                text_tokens = ctx.counter.count_text(text)
+                problem = checks.summary_problem(
+                    text, finish_reason=completion.finish_reason, new_tokens=text_tokens,
+                    replaced_tokens=summary_tokens + chunk_tokens,
+                )
+        if problem is not None:
+            rejected.append(problem)
+        if failed_call is not None or problem is not None:
+            text = _with_notes(summary, redacted)
+            text_tokens = ctx.counter.count_text(text)
+            stats["chunks_by_notes"] = stats.get("chunks_by_notes", 0) + 1
         summary, summary_tokens = text, text_tokens
+    if rejected:
+        stats["rejected"] = rejected
 
     summary = user_floor.compose(quotes, summary)
     summary_tokens = ctx.counter.count_text(summary)
@@ -128,6 +145,17 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     )
     stats.update(summary_tokens=summary_tokens, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     return PassResult(BATCH, COMPRESSED, new_state, splice=splice, stats=_timed(stats, started))
+
+
+def _with_notes(summary: str, chunk: list[Message]) -> str:
+    """``summary`` with the chunk's deterministic notes after it: each line held to the
+    instruction check (the notes quote tool output), none the summary already holds."""
+    held = {line.strip() for line in summary.splitlines()}
+    added = [
+        line for line in notes.dedupe(notes.exchange_notes(chunk))
+        if line.strip() not in held and not checks.looks_like_instructions(line)
+    ]
+    return "\n".join(part for part in (summary, "\n".join(added)) if part)
 
 
 def _foldable(

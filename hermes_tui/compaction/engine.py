@@ -396,6 +396,8 @@ class Compactor:
                 absorbed_tokens=stats.get("absorbed_tokens"),
                 summary_tokens=stats.get("summary_tokens"),
                 summarizer_calls=stats.get("summarizer_calls"),
+                chunks_by_notes=stats.get("chunks_by_notes"),
+                rejected=stats.get("rejected"),
             )
         return fields
 

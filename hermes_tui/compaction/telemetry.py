@@ -40,6 +40,9 @@ BATCH_FIELDS = (
     "absorbed_tokens", "summary_tokens", "summarizer_calls",
     "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model", "aux_model",
     "prompt_tokens", "completion_tokens", "users_folded", "quotes",
+    # Chunks whose summary is their deterministic notes (the model's call failed or its
+    # answer was rejected), and why (reasons only).
+    "chunks_by_notes", "rejected",
 )
 
 # The trim stage (trim.py): counts only, no content.

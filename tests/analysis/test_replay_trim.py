@@ -1,5 +1,7 @@
-"""The trim stage on real agent sessions: replayed with a summarizer that always fails, the
-window holds lower with trim than without (benchmarks/bench_trim.py prints the full table)."""
+"""The trim stage on real agent sessions, replayed with a summarizer that always fails: batch
+compaction lands each chunk's notes, so the window holds with trim or without; with trim it
+takes no more batch compactions (each one a cache break and a lossy condensation), and
+fewer in all (benchmarks/bench_trim.py prints the full table)."""
 
 from __future__ import annotations
 
@@ -21,14 +23,15 @@ def bench():
 
 @pytest.mark.skipif(not SESSIONS, reason="no real sessions next to the repository (../shared/data/sessions)")
 @pytest.mark.parametrize("path", SESSIONS, ids=[p.stem for p in SESSIONS])
-def test_trim_keeps_peak_occupancy_lower_while_the_summarizer_fails(path, capsys):
+def test_with_a_failing_summarizer_the_window_holds_and_trim_spares_batch_compactions(path, capsys):
     module = bench()
     off = module.peak_occupancy(path, trim=False, failing=True)
     on = module.peak_occupancy(path, trim=True, failing=True)
     with capsys.disabled():
-        print(f"\n{path.stem}: peak occupancy with a failing summarizer {off['peak_pct']}% without trim, "
-              f"{on['peak_pct']}% with ({on['results_trimmed']} results trimmed in {on['trims']} publishes)")
-    assert off["absorbed"] == on["absorbed"] == 0 and off["batches"] == on["batches"] == 0  # nothing else helped
+        print(f"\n{path.stem}: with a failing summarizer, without trim: peak {off['peak_pct']}%, end "
+              f"{off['final_pct']}%, {off['batches']} batch compactions; with trim: peak {on['peak_pct']}%, end "
+              f"{on['final_pct']}%, {on['batches']} ({on['results_trimmed']} results trimmed in {on['trims']} publishes)")
+    assert off["absorbed"] == on["absorbed"] == 0  # no micro pass helped
+    assert off["batches"] > 0 and off["final_pct"] <= 100 and on["final_pct"] <= 100
     assert on["results_trimmed"] > 0
-    assert on["peak_pct"] < off["peak_pct"]
-    assert on["final_pct"] < off["final_pct"]
+    assert on["batches"] <= off["batches"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from helpers import (
     ScriptedSummarizer,
     agent_session,
@@ -61,13 +62,36 @@ def test_batch_fires_from_finalize_turn_when_over_threshold():
     assert compactor.batch_compactions == 1
 
 
-def test_a_failed_batch_changes_nothing():
-    compactor, conv = make_compactor(ScriptedSummarizer(failing("refused")), micro=False)
-    conv.extend(agent_session(exchanges=20, size=150))
-    before = list(conv.messages)
+@pytest.mark.parametrize("kind", ["timeout", "unreachable"])
+def test_a_batch_whose_model_call_fails_lands_the_chunks_notes_and_asks_no_more(monkeypatch, kind):
+    """Batch runs because the window is full: a model out of time (or gone) must not leave it
+    full. The chunk's deterministic notes stand in, and every later chunk's too, without
+    another call that would run out of time the same way."""
+    monkeypatch.setattr(batch, "CHUNK_TOKENS", 1000)
+    summarizer = ScriptedSummarizer(failing(kind))
+    compactor, conv = make_compactor(summarizer, micro=False)
+    conv.extend(agent_session(exchanges=30, size=150))
+    before = conv.total_tokens
     report = compactor.compress(conv)
-    assert (report.outcome, report.fields["failure"]) == ("failed", "refused")
-    assert conv.messages == before
+    assert report.outcome == "compressed" and report.fields["failure"] is None
+    assert len(summarizer.requests) == 1 and report.fields["summarizer_calls"] == 0
+    assert report.fields["rejected"] == [kind] and report.fields["chunks_by_notes"] > 3
+    assert conv.total_tokens < before
+    summary = compactor.rolling_summary
+    assert summary.startswith("- ") and "bash:" in summary  # the notes: one line per call
+
+
+def test_a_rejected_chunk_gets_its_notes_and_the_next_chunk_asks_the_model_again(monkeypatch):
+    monkeypatch.setattr(batch, "CHUNK_TOKENS", 1000)
+    answers = iter(["I'm sorry, but I can't assist with that."])
+    summarizer = ScriptedSummarizer(lambda r: next(answers, (r.summary + "\n" if r.summary else "") + "- chunk."))
+    compactor, conv = make_compactor(summarizer, micro=False)
+    conv.extend(agent_session(exchanges=30, size=150))
+    report = compactor.compress(conv)
+    assert report.outcome == "compressed"
+    assert report.fields["rejected"] == ["refused"] and report.fields["chunks_by_notes"] == 1
+    assert report.fields["summarizer_calls"] == len(summarizer.requests) > 3
+    assert "- chunk." in compactor.rolling_summary and "sorry" not in compactor.rolling_summary
 
 
 def test_large_middles_are_condensed_in_chunks(monkeypatch):

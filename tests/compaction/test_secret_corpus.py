@@ -115,11 +115,13 @@ def test_no_planted_credential_leaves_the_engine(mode, summarizer_class, caplog)
     # Batch compaction, the backstop, on its own: micro passes off, a window that fills.
     batcher, batch_conv = make_compactor(summarizer, limit=6_000, target_ratio=0.2, micro=False, protect_first_n=2)
     batched = replay(parse_transcript(json.dumps(corpus_session())), batch_conv, batcher, turns="step", persist=persist)
+    batches = [r for r in batched.reports if r.kind == "batch"]
+    assert batches and {r.outcome for r in batches} == {"compressed"}, [r.outcome for r in batches]
     if summarizer_class is EchoSummarizer:
-        # The echoed chunk carries the planted injections: rejected, as model text would be.
-        assert {r.fields["failure"] for r in batched.reports if r.outcome == "failed"} == {"instructions"}
-    else:
-        assert batched.count("compressed", "batch") >= 1, [r.outcome for r in batched.reports]
+        # The echoed chunks carry the planted injections: rejected, as model text would be, and
+        # the chunks' own notes (held to the same checks, below) stand in for them.
+        assert {reason for r in batches for reason in r.fields["rejected"] or []} == {"instructions"}
+        assert all(r.fields["chunks_by_notes"] for r in batches)
 
     outcomes = [r.outcome for r in result.reports]
     assert outcomes.count("absorbed") >= 20, outcomes
