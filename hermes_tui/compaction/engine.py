@@ -208,10 +208,15 @@ class Compactor:
         return reports
 
     def plan_micro_passes(
-        self, messages: list[Message], decision: Decision, *, epoch: int | None = None
+        self, messages: list[Message], decision: Decision, *, epoch: int | None = None,
+        publish_trim: Callable[[TrimResult], bool] | None = None,
     ) -> list[PassResult]:
         """Plan the passes of one decision on a copy, each on the result of the one before
-        (summarizer calls; nothing changes). ``publish_all`` then applies them together."""
+        (summarizer calls; nothing changes). ``publish_all`` then applies them together.
+
+        ``publish_trim``: offered the trim (no model) before the passes are planned; when it
+        says it published it, the trim is not among the results (the passes are planned on
+        the trimmed copy either way)."""
         work = Conversation(messages, counter=self.ctx.counter)
         state = self.state
         results: list[PassResult] = []
@@ -221,8 +226,10 @@ class Compactor:
             log.exception("trim raised while planning; the passes go on without it")
             trimmed = None
         if trimmed is not None:
-            results.append(trimmed)
+            if publish_trim is None or not publish_trim(trimmed):
+                results.append(trimmed)
             work.apply(trimmed.replacement)
+        trims_planned = len(results)
         while decision.down_to is None or work.total_tokens > decision.down_to:
             try:
                 result = plan_micro_pass(list(work.messages), state, self.ctx, total_tokens=work.total_tokens)
@@ -236,7 +243,7 @@ class Compactor:
             if result.splice is not None:
                 work.apply(result.splice)
             state = counted_state(result, self.ctx.counter)
-            if not CompactionPolicy.again(decision, result.outcome, work.total_tokens, len(results) - bool(trimmed)):
+            if not CompactionPolicy.again(decision, result.outcome, work.total_tokens, len(results) - trims_planned):
                 break
         if results:  # where the passes got to on their snapshot, whatever is appended meanwhile
             results[-1].stats["tokens_reached"] = work.total_tokens

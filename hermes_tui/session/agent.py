@@ -176,6 +176,9 @@ class AgentResult:
     reply: Message | None = None  # the last assistant message stored
 
 
+# How often a loop waiting for passes over the threshold looks whether it is back within it.
+CATCH_UP_POLL_S = 0.1
+
 # Programs whose first argument names what they do: "always" for `git status` must not
 # cover `git push`.
 SUBCOMMAND_PROGRAMS = frozenset({
@@ -236,7 +239,7 @@ class AgentTurn:
         cancel = cancel or threading.Event()
         reply: Message | None = None
         for step in range(1, self.max_steps + 1):
-            self._catch_up()
+            self._catch_up(cancel)
             self.passes.publish_ready()
             self.listener.step_started(step)
             stepped = self._model_step(cancel)
@@ -401,9 +404,11 @@ class AgentTurn:
         if due is not None:
             self.passes.request(MICRO if due == "micro" else BATCH)
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, cancel: threading.Event) -> None:
         """Over the threshold while passes are in flight, wait for them: a model faster than
         the passes would otherwise outrun them until batch compaction is the only way back.
-        (A request that would not fit at all is the guard's: ``session.fit``.)"""
-        if self.passes.busy and self.session.over_threshold():
-            self.passes.settle()
+        The wait ends as soon as the transcript is back within the threshold: the trim stage
+        lands ahead of slow passes (``Session._trim_now``), and the loop need not wait for the
+        model's. (A request that would not fit at all is the guard's: ``session.fit``.)"""
+        while self.passes.busy and self.session.over_threshold() and not cancel.is_set():
+            self.passes.settle(timeout=CATCH_UP_POLL_S)

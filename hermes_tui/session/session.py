@@ -26,6 +26,7 @@ from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.compaction.policy import MICRO, Decision
 from hermes_tui.compaction.state import PassResult
+from hermes_tui.compaction.trim import TrimResult
 from hermes_tui.config import Config
 from hermes_tui.conversation import Conversation
 from hermes_tui.logs import get_logger
@@ -308,7 +309,22 @@ class Session:
             snapshot = list(self.conv.messages)
             epoch = self.conv.epoch
             decision = self._micro_due or Decision(self.compactor.policy.exchanges, MICRO)
-        return self.compactor.plan_micro_passes(snapshot, decision, epoch=epoch)
+        return self.compactor.plan_micro_passes(snapshot, decision, epoch=epoch, publish_trim=self._trim_now)
+
+    def _trim_now(self, trim: TrimResult) -> bool:
+        """Publish a planned trim at once, ahead of the passes planned after it, when the
+        transcript is over the threshold and no reply streams; whether it did.
+
+        Over the threshold the next request waits for the passes (the agent loop catches up,
+        the guard compacts), and a small model on a CPU takes minutes over them: the trim
+        takes no model, so it lands now and the session may go on. Under the threshold it
+        lands with the passes: one publish, one break of the chat model's prompt cache."""
+        with self._idle:
+            if self._streaming or not self.over_threshold():
+                return False
+            (report,) = self.compactor.publish_all(self.conv, [trim], self._persist)
+            self.last_pass = report
+            return report.outcome == trim.outcome
 
     def publish_pass(self, planned: PassResult | list[PassResult]) -> PassReport | None:
         """Publish planned passes together, once no reply is streaming; the last one's report
@@ -376,7 +392,8 @@ class Session:
         """Plan batch compaction on a snapshot (worker thread); publish it with ``publish_pass``.
 
         ``trim``: the trim stage first (the batch the policy asked for; not ``/compact``),
-        and no batch when the trimmed transcript is under the threshold.
+        and no batch when the trimmed transcript is under the threshold. Over the threshold
+        the trim lands at once (``_trim_now``): it is then not among the results.
         The summarizer runs outside the lock, so turns go on meanwhile.
         """
         with self.lock:
@@ -385,11 +402,12 @@ class Session:
         trimmed = self.compactor.plan_trim(snapshot, epoch=epoch) if trim else None
         if trimmed is None:
             return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
+        first = [] if self._trim_now(trimmed) else [trimmed]
         work = Conversation(snapshot, counter=self.conv.counter)
         work.apply(trimmed.replacement)
         if work.total_tokens <= self.compactor.ctx.window.threshold_tokens:
-            return [trimmed]
-        return [trimmed, plan_batch(list(work.messages), self.compactor.state, self.compactor.ctx, focus)]
+            return first
+        return [*first, plan_batch(list(work.messages), self.compactor.state, self.compactor.ctx, focus)]
 
     def trim_now(self) -> PassReport | None:
         """The trim stage now, published once no reply is streaming (the fit guard's first step);
