@@ -3,7 +3,7 @@
     uv run python benchmarks/bench_real_compaction.py [--base-url URL --model NAME | --serve MODEL]
                                                       [--messages N] [--sessions NAME ...]
                                                       [--context-limit 16384] [--chat-prefill] [--json]
-                                                      [--save FILE]
+                                                      [--save FILE] | --tables FILE
 
 Without ``--base-url`` a llama-server is started with ``../shared/realmodels/serve`` on
 ``--serve`` (default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M) and stopped at the end; any
@@ -313,6 +313,30 @@ def table(title: str, columns: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _run_of(entry: dict[str, Any]) -> SessionRun:
+    """A session's run as ``--save`` wrote it."""
+    run = SessionRun(entry["session"], entry["summarizer"], entry["steps"], entry["passes"], entry["batches"],
+                     entry["trims"], entry["occupancy"], entry.get("before_passes", []))
+    run.found = entry["figures"]["found_fact_retention"]
+    run.planted = entry["figures"]["decision_retention"]
+    run.answers = entry.get("answers", [])
+    return run
+
+
+def print_tables(saved: dict[str, Any]) -> int:
+    """The per-session and pooled tables of a saved run (what a run cut short measured)."""
+    runs: dict[str, list[SessionRun]] = {"model": [], "extractive": []}
+    for name, entry in saved["sessions"].items():
+        for who in runs:
+            runs[who].append(_run_of(entry[who]))
+        print(table(f"{name} ({entry['model']['steps']} steps)",
+                    {saved["model"]: entry["model"]["figures"], "extractive": entry["extractive"]["figures"]}))
+        print()
+    print(table(f"pooled over {len(saved['sessions'])} sessions",
+                {saved["model"]: figures(runs["model"]), "extractive": figures(runs["extractive"])}))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-url", help="an OpenAI-compatible /v1 endpoint (default: start ../shared/realmodels/serve)")
@@ -326,7 +350,10 @@ def main() -> int:
     ap.add_argument("--chat-prefill", action="store_true", help="measure each policy's chat prefill on the server")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--save", type=Path, help="write the JSON here after every session (a long run keeps what it measured)")
+    ap.add_argument("--tables", type=Path, help="print the tables of a JSON written by --save (no run)")
     args = ap.parse_args()
+    if args.tables:
+        return print_tables(json.loads(args.tables.read_text(encoding="utf-8")))
 
     paths = sorted(SESSIONS.glob("*.json"))
     if args.sessions:
