@@ -60,10 +60,15 @@ def record_plans(session) -> list:
     return planned
 
 
+def app_on_stored_session(config, store, *, large: bool):
+    """The app resuming a stored session (over the threshold when ``large``); every pass fails."""
+    return app_for(config, store, session_id=stored_session(config, store, large=large),
+                   summarizer=FailingSummarizer())
+
+
 @app_test
 async def test_batch_follows_a_micro_pass_left_over_the_threshold_ahead_of_what_waits(config, store):
-    session_id = stored_session(config, store, large=True)
-    app = app_for(config, store, session_id=session_id, summarizer=FailingSummarizer())
+    app = app_on_stored_session(config, store, large=True)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await until(pilot, screen.session.over_threshold, "the window to resolve, the session over the threshold")
@@ -82,8 +87,7 @@ async def test_batch_follows_a_micro_pass_left_over_the_threshold_ahead_of_what_
 
 @app_test
 async def test_nothing_follows_a_micro_pass_left_under_the_threshold(config, store):
-    session_id = stored_session(config, store, large=False)
-    app = app_for(config, store, session_id=session_id, summarizer=FailingSummarizer())
+    app = app_on_stored_session(config, store, large=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.session.compactor.ctx.window.limit is not None, "the window to resolve")
