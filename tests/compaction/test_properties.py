@@ -540,7 +540,13 @@ class CompactionMachine(RuleBasedStateMachine):
         # absorb or append request carries it without the fact guard's Facts section,
         # which the metadata also records; defrag and batch get all of it. No request
         # carries the quotes of what the user said: those are the engine's.
-        if self.summarizer.summaries:
+        # (That is the summary the step's first pass started from only when that pass asked
+        # the model: a step too small to ask about gets its notes without a call, and the
+        # first call is then a later pass's, on the summary those notes grew.)
+        first_pass = next((r for r in reports if r.kind != "trim"), None)
+        asked_first = first_pass is not None and bool(
+            first_pass.fields.get("model_calls") or first_pass.fields.get("summarizer_calls"))
+        if self.summarizer.summaries and asked_first:
             markers = [m for m in before if m.is_marker]
             quotes = [tuple(q) for q in markers[-1].meta.get("user_quotes", [])] if markers else []
             summary = user_floor.without_section(markers[-1].meta["summary"], quotes) if markers else ""
