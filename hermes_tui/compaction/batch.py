@@ -148,14 +148,8 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
 
 
 def _with_notes(summary: str, chunk: list[Message]) -> str:
-    """``summary`` with the chunk's deterministic notes after it: each line held to the
-    instruction check (the notes quote tool output), none the summary already holds."""
-    held = {line.strip() for line in summary.splitlines()}
-    added = [
-        line for line in notes.dedupe(notes.exchange_notes(chunk))
-        if line.strip() not in held and not checks.looks_like_instructions(line)
-    ]
-    return "\n".join(part for part in (summary, "\n".join(added)) if part)
+    """``summary`` with the chunk's deterministic notes after it (``notes.new_notes``)."""
+    return "\n".join(part for part in (summary, notes.new_notes(summary, chunk)) if part)
 
 
 def _foldable(

@@ -267,13 +267,7 @@ def _ask(
 def _fallback(ctx: PassContext, body: str, redacted: list[Message], room_tokens: int) -> _Reply:
     """The exchange's deterministic notes in place of the model's answer; rejected as grown when
     they take more than ``room_tokens`` (the exchange, less a first pass's marker scaffolding)."""
-    held = {line.strip() for line in body.splitlines()}
-    # The notes quote tool output, so they pass the instruction check line by line, as the
-    # model's own text would as a whole.
-    added = "\n".join(
-        line for line in notes.exchange_notes(redacted)
-        if line.strip() not in held and not checks.looks_like_instructions(line)
-    )
+    added = notes.new_notes(body, redacted)
     new_body = f"{body}\n{added}" if body and added else body or added
     problem = checks.GROWN if ctx.counter.count_text(added) > room_tokens else None
     return _Reply(new_body, [], ctx.counter.count_text(new_body), problem)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.transcript import Message
 from hermes_tui.untrusted import load_json
 
@@ -45,6 +46,19 @@ def exchange_notes(messages: list[Message]) -> list[str]:
     if paths:
         notes.append(f"- files: {', '.join(paths)}")
     return notes
+
+
+def new_notes(summary: str, messages: list[Message]) -> str:
+    """The notes of ``messages`` that ``summary`` does not hold yet, one per line, each once.
+
+    What stands in for a model's answer (a micro pass's exchange, a batch chunk) that failed
+    or was rejected. The notes quote tool output, so each line passes the instruction check,
+    as the model's own text would as a whole."""
+    held = {line.strip() for line in summary.splitlines()}
+    return "\n".join(
+        line for line in dedupe(exchange_notes(messages))
+        if line.strip() not in held and not looks_like_instructions(line)
+    )
 
 
 def _first_sentence(text: str) -> str:
