@@ -172,15 +172,18 @@ class Compactor:
         return reports
 
     # --- the trim stage -------------------------------------------------------------
-    def plan_trim(self, messages: list[Message], *, epoch: int | None = None) -> TrimResult | None:
-        """The trim of ``messages`` (no model, nothing changes), or None: trim off, nothing bulky."""
+    def plan_trim(
+        self, messages: list[Message], *, epoch: int | None = None, total_tokens: int | None = None
+    ) -> TrimResult | None:
+        """The trim of ``messages`` (no model, nothing changes), or None: trim off, nothing bulky.
+        Over the threshold the tail is trimmed too when no pass could bring it back (trim.py)."""
         if not (self.settings.enabled and self.settings.trim):
             return None
         started = time.perf_counter()
         result = plan_trim(
             messages, self.ctx.counter, protect_first_n=self.ctx.protect_first_n,
             tail_budget=self.ctx.window.tail_token_budget, threshold_tokens=self.settings.trim_threshold_tokens,
-            state=self.state,
+            state=self.state, window_tokens=self.ctx.window.threshold_tokens, total_tokens=total_tokens,
         )
         if result is not None:
             result.epoch = epoch
@@ -190,7 +193,7 @@ class Compactor:
     def trim(self, conv: Conversation, persist: Persist | None = None) -> list[PassReport]:
         """Trim now and publish it: no report when there is nothing to trim."""
         try:
-            result = self.plan_trim(list(conv.messages), epoch=conv.epoch)
+            result = self.plan_trim(list(conv.messages), epoch=conv.epoch, total_tokens=conv.total_tokens)
         except Exception:  # best-effort: a bug must not break the session
             log.exception("trim raised; the transcript is unchanged")
             return []
@@ -221,7 +224,7 @@ class Compactor:
         state = self.state
         results: list[PassResult] = []
         try:
-            trimmed = self.plan_trim(list(work.messages), epoch=epoch)
+            trimmed = self.plan_trim(list(work.messages), epoch=epoch, total_tokens=work.total_tokens)
         except Exception:
             log.exception("trim raised while planning; the passes go on without it")
             trimmed = None

@@ -31,9 +31,19 @@ recognises) and redacted again after cutting. The trimmed version therefore show
 credential the original did not, and fewer of those it did.
 
 What is never trimmed: anything but a tool result (user, assistant, system messages,
-markers), a result inside the head or the tail, a result already trimmed (``meta["trimmed"]``),
+markers), a result inside the head, a result already trimmed (``meta["trimmed"]``),
 a result whose content is a list of parts (an image is not lines), and one whose trimmed
 version would not save at least a third of it.
+
+The tail under pressure: a result inside the tail is trimmed only when the window cannot
+hold otherwise. Passes absorb only what lies between head and tail, so when the transcript
+is over the threshold and head + tail alone cost more than the threshold less the tail's
+own budget (the room the rolling summary and the next exchanges need), no pass can bring it
+back: one step whose parallel reads return 14K tokens at a 16K window (a real session in
+``shared/data/sessions`` does this). Then bulky results in the tail are trimmed, largest
+first (the fewest trims that reach the mark), until head + tail fit that mark. Some of them
+the model may not have answered yet: the next request could not carry them whole anyway,
+and the model sees the trim line and can read again the part it needs.
 
 Pure planning: ``plan_trim`` changes nothing; the compactor publishes its ``TrimResult``.
 """
@@ -48,7 +58,7 @@ from hermes_tui.compaction.state import MicroState, PassResult
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
 from hermes_tui.conversation import Replacement
-from hermes_tui.tokens import TokenCounter, count_message
+from hermes_tui.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.transcript import Message, new_message_id
 
 TRIM = "trim"                        # the kind of the result and its report
@@ -91,33 +101,63 @@ def plan_trim(
     tail_budget: int,
     threshold_tokens: int = DEFAULT_THRESHOLD_TOKENS,
     state: MicroState | None = None,
+    window_tokens: int | None = None,
+    total_tokens: int | None = None,
 ) -> TrimResult | None:
-    """The trim of ``messages`` now, or None when nothing between head and tail is bulky."""
+    """The trim of ``messages`` now, or None when nothing is bulky where it may be trimmed.
+
+    ``window_tokens`` (the compaction threshold) turns on the tail under pressure (module
+    docstring); ``total_tokens`` is the transcript's total when the caller keeps it."""
     head = head_end(messages, protect_first_n)
     tail = tail_start(messages, counter, tail_budget)
-    removed: list[tuple[int, str]] = []
-    originals: list[Message] = []
-    replacements: list[Message] = []
-    before = after = 0
-    for index in range(head, tail):
+    cuts: dict[int, tuple[Message, int, int]] = {}  # index -> (trimmed version, tokens, kept)
+
+    def cut_at(index: int) -> int:
+        """Trim ``messages[index]`` when it pays; the tokens it saves (0: left whole)."""
         msg = messages[index]
         if not trimmable(msg, counter, threshold_tokens):
-            continue
+            return 0
         new = trimmed(msg, counter)
         tokens, kept = count_message(counter, msg), count_message(counter, new)
         if kept > tokens * MAX_KEPT_SHARE:
-            continue
-        removed.append((index, msg.id))
-        originals.append(msg)
-        replacements.append(new)
-        before, after = before + tokens, after + kept
-    if not removed:
+            return 0
+        cuts[index] = (new, tokens, kept)
+        return tokens - kept
+
+    saved = sum(cut_at(index) for index in range(head, tail))
+    in_tail = 0
+    if window_tokens is not None:
+        total = (count_messages(counter, messages) if total_tokens is None else total_tokens) - saved
+        pinned = count_messages(counter, messages[:head]) + count_messages(counter, messages[tail:])
+        mark = window_tokens - tail_budget
+        if total > window_tokens:
+            for index in _largest_first(messages, max(head, tail), counter):
+                if pinned <= mark:
+                    break
+                cut = cut_at(index)
+                pinned, in_tail = pinned - cut, in_tail + (cut > 0)
+    if not cuts:
         return None
+    order = sorted(cuts)
+    before = sum(cuts[i][1] for i in order)
+    after = sum(cuts[i][2] for i in order)
+    stats = {"results_trimmed": len(order), "trimmed_tokens_before": before, "trimmed_tokens_after": after}
+    if in_tail:
+        stats["tail_results_trimmed"] = in_tail
     return TrimResult(
         TRIM, TRIMMED, state or MicroState(),
-        replacement=Replacement(tuple(removed), tuple(replacements), tuple(originals)),
-        stats={"results_trimmed": len(removed), "trimmed_tokens_before": before, "trimmed_tokens_after": after},
+        replacement=Replacement(
+            tuple((i, messages[i].id) for i in order), tuple(cuts[i][0] for i in order),
+            tuple(messages[i] for i in order),
+        ),
+        stats=stats,
     )
+
+
+def _largest_first(messages: list[Message], tail: int, counter: TokenCounter) -> list[int]:
+    """The tail's tool results, largest first (the oldest first among equals)."""
+    results = [i for i in range(tail, len(messages)) if messages[i].role == "tool"]
+    return sorted(results, key=lambda i: -count_message(counter, messages[i]))
 
 
 def trimmed(msg: Message, counter: TokenCounter) -> Message:

@@ -198,6 +198,121 @@ def bulky_for(call_id: str, size: int) -> Message:
                    tool_call_id=call_id, name="bash")
 
 
+
+# --- the tail under pressure -------------------------------------------------------------
+
+
+def pressed(reads: int = 3, size: int = 4000, answered: bool = False) -> list[Message]:
+    """A small start, then one step whose parallel reads are bigger than the window: the
+    shape of a real session (spotter-dov: three file reads of ~14K tokens at a 16K window)."""
+    messages = [user("Fix the bug in app/models.py")]
+    call = assistant("Reading the files.", calls=reads)
+    messages.append(call)
+    messages += [bulky_for(cid, size + 100 * n) for n, cid in enumerate(call.call_ids)]
+    if answered:
+        messages.append(assistant("I read them; app/models.py is the one to change."))
+    return messages
+
+
+def plan_pressed(messages: list[Message], window: int, tail_budget: int = 1000):
+    return plan_trim(messages, COUNTER, protect_first_n=1, tail_budget=tail_budget, threshold_tokens=600,
+                     window_tokens=window)
+
+
+def test_a_step_bigger_than_the_window_is_trimmed_in_the_tail_largest_first():
+    messages = pressed()
+    assert tail_start(messages, COUNTER, 1000) == 1  # the whole step is the tail: no pass can reach it
+    window = count_messages(COUNTER, messages) // 2
+    result = plan_pressed(messages, window)
+    assert result is not None and result.stats["tail_results_trimmed"] == result.stats["results_trimmed"]
+    after = applied(messages, result)
+    assert count_messages(COUNTER, after) <= window - 1000  # head + tail now leave room for the rest
+    # The unanswered results are trimmed largest first, and no more than needed.
+    indices = [i for i, _ in result.replacement.removed]
+    sizes = sorted((count_message(COUNTER, messages[i]), i) for i in range(2, 5))
+    assert sorted(indices) == sorted(i for _, i in sizes[len(sizes) - len(indices):])
+    assert len(indices) == 2  # no more than needed
+    assert_tools_paired(after)
+
+
+def test_after_the_final_answer_the_largest_result_goes_first_and_alone_when_enough():
+    call = assistant("Reading the files.", calls=3)
+    results = [bulky_for(cid, size) for cid, size in zip(call.call_ids, (3000, 800, 800), strict=True)]
+    messages = [user("Fix the bug in app/models.py"), call, *results, assistant("app/models.py it is.")]
+    tail_budget = count_messages(COUNTER, messages[3:]) + 100  # with group_start, the step is the tail
+    assert tail_start(messages, COUNTER, tail_budget) == 1
+    total = count_messages(COUNTER, messages)
+    saved = count_message(COUNTER, results[0]) - count_message(COUNTER, trimmed(results[0], COUNTER))
+    window = total - saved + 10 + tail_budget  # trimming the largest (the oldest) alone reaches the mark
+    assert window < total
+    result = plan_pressed(messages, window, tail_budget=tail_budget)
+    assert [i for i, _ in result.replacement.removed] == [2]
+
+
+def test_the_tail_is_left_whole_under_the_threshold_or_when_passes_can_bring_it_back():
+    messages = pressed()
+    total = count_messages(COUNTER, messages)
+    assert plan_pressed(messages, total + 1) is None  # under the threshold: nothing to do
+    # Over it, but small steps before the big one that the passes can absorb, and a tail that
+    # fits beside them: the passes' job, not the trim's.
+    lead = [user("Fix the bug in app/models.py")]
+    for n in range(30):
+        call = assistant(f"step {n}", calls=1)
+        lead += [call, Message(role="tool", content=words(120, f"s{n}"), tool_call_id=call.call_ids[0], name="bash")]
+    small_tail = pressed(reads=1, size=2000)[1:]
+    messages = lead + small_tail
+    window = count_messages(COUNTER, messages) - 500
+    assert count_messages(COUNTER, small_tail) < window - 1000
+    assert plan_pressed(messages, window) is None
+    assert plan_pressed(messages, window, tail_budget=10) is None or all(
+        i < tail_start(messages, COUNTER, 10) for i, _ in plan_pressed(messages, window, tail_budget=10).replacement.removed)
+
+
+def test_the_engine_trims_a_giant_step_so_the_window_holds():
+    compactor, conv = make_compactor(ScriptedSummarizer(failing()), limit=8000, policy="watermark", target_ratio=0.2)
+    for msg in pressed(size=2500):
+        conv.append(msg)
+    assert conv.total_tokens > compactor.ctx.window.threshold_tokens
+    reports = compactor.finalize_turn(conv)
+    assert reports[0].kind == TRIM and reports[0].outcome == TRIMMED
+    assert conv.total_tokens <= compactor.ctx.window.threshold_tokens
+    assert_tools_paired(conv.messages)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 2500), min_size=1, max_size=12),
+    protect=st.integers(0, 4),
+    tail_budget=st.integers(0, 6000),
+    window=st.integers(500, 20_000),
+)
+def test_property_the_tail_is_trimmed_only_under_pressure(sizes, protect, tail_budget, window):
+    messages = [Message(role="system", content="sys"), user("go")]
+    for n, size in enumerate(sizes):
+        call = assistant("step", calls=1 + n % 3)
+        messages.append(call)
+        messages += [bulky_for(cid, size) for cid in call.call_ids]
+        if n % 2:
+            messages.append(assistant("noted"))
+    head = head_end(messages, protect)
+    tail = tail_start(messages, COUNTER, tail_budget)
+    result = plan_trim(messages, COUNTER, protect_first_n=protect, tail_budget=tail_budget, threshold_tokens=600,
+                       window_tokens=window)
+    if result is None:
+        return
+    after = applied(messages, result)
+    assert_tools_paired(after)
+    pinned = count_messages(COUNTER, messages[:head]) + count_messages(COUNTER, messages[tail:])
+    outside = sum(count_message(COUNTER, messages[i]) - count_message(COUNTER, after[i])
+                  for i in range(head, tail))
+    for i, (old, new) in enumerate(zip(messages, after, strict=True)):
+        if new is not old:
+            assert i >= head and old.role == "tool" and count_message(COUNTER, old) > 600
+            if i >= tail:  # only when no pass could have brought the window back
+                assert count_messages(COUNTER, messages) - outside > window and pinned > window - tail_budget
+    kept = {m.id for m in after} | {m.id for m in result.replacement.archived}
+    assert {m.id for m in messages} <= kept
+
 # --- the conversation --------------------------------------------------------------------
 
 
