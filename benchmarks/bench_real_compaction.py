@@ -109,10 +109,11 @@ class RecordingSummarizer(OpenAISummarizer):
 
     def complete(self, messages: list[dict[str, Any]], *, max_tokens: int):
         completion = super().complete(messages, max_tokens=max_tokens)
-        self.answers.append({
-            "text": completion.text, "finish_reason": completion.finish_reason,
-            "flagged": looks_like_instructions(clean_summary(completion.text)),
-        })
+        flagged = looks_like_instructions(clean_summary(completion.text))
+        answer = {"text": completion.text, "finish_reason": completion.finish_reason, "flagged": flagged}
+        if flagged:  # what it answered, for a fixture: the request is already redacted
+            answer["messages"] = messages
+        self.answers.append(answer)
         return completion
 
 

@@ -67,7 +67,7 @@ def clean_summary(text: str) -> str:
     text = _strip_summary_tags(text)
     # A preamble may sit inside the fence or the tags.
     text = _strip_preamble(text)
-    return text.strip()
+    return _strip_speaker_label(text.strip()).strip()
 
 
 def _strip_thinking(text: str) -> str:
@@ -100,6 +100,23 @@ def _announces(line: str) -> bool:
     """A preamble line ends with a colon or is a bare "Summary"-style label."""
     bare = line.strip("*_ ").rstrip(":.").strip("*_ ")
     return line.rstrip("*_ ").endswith(":") or bare.lower().endswith("summary")
+
+
+# A reply that opens with a speaker label, "Assistant: The assistant found that ...": the
+# prompts show the exchange as labelled lines, and Qwen2.5-Coder 0.5B echoed the label in
+# front of its notes (recorded in tests/compaction/fixtures/real_answers.json). In the third
+# person that is a summary behind a label, and the label goes. In the first person
+# ("Assistant: I made a mistake ... I will correct this") it is a turn of the dialogue, not
+# notes about one: the label stays, and the instruction check rejects the reply for it.
+_SPEAKER_LABEL = lazy_compile(r"\A(?:\*\*|__)?assistant(?:\*\*|__)?[ \t]*:(?:\*\*|__)?[ \t]*", re.IGNORECASE)
+_FIRST_PERSON = lazy_compile(r"\b(?:I(?:'m|'ll|'ve|'d)?|(?i:my|me|we|we'll|we're|we've|let's|let me|our))\b")
+
+
+def _strip_speaker_label(text: str) -> str:
+    label = _SPEAKER_LABEL.match(text)
+    if label is None or _FIRST_PERSON.search(text, label.end()):
+        return text
+    return text[label.end():]
 
 
 def _strip_fence(text: str) -> str:
