@@ -40,6 +40,8 @@ class BackgroundPasses:
         self._planned: PassResult | list[PassResult] | None = None
         self._queue = PassQueue(session.after_splice)
         self.published: list[PassReport] = []
+        self._early: list[PassReport] = []  # trims that landed ahead of their passes, to report
+        session.on_trim_landed = self._trim_landed
         self.waited_s = 0.0  # time spent in ``settle``: how long the loop waited for compaction
 
     @property
@@ -88,8 +90,23 @@ class BackgroundPasses:
         if following is not None:
             self._start(following)
 
+    def _trim_landed(self, report: PassReport) -> None:
+        """(the planning thread) A trim landed ahead of its passes: reported by the loop's thread."""
+        with self._lock:
+            self._early.append(report)
+
+    def _report(self, report: PassReport) -> None:
+        self.published.append(report)
+        if self.on_published:
+            self.on_published(report)
+
     def publish_ready(self) -> PassReport | None:
-        """Publish the planned pass, if one is ready (the loop calls this between model calls)."""
+        """Publish the planned pass, if one is ready (the loop calls this between model calls).
+        A trim that already landed ahead of it is reported first."""
+        with self._lock:
+            early, self._early = self._early, []
+        for report in early:
+            self._report(report)
         with self._lock:
             planned = self._planned
             if planned is None:
@@ -101,9 +118,7 @@ class BackgroundPasses:
                 report = None
             self._finished()
         if report is not None:
-            self.published.append(report)
-            if self.on_published:
-                self.on_published(report)
+            self._report(report)
         return report
 
     def settle(self, timeout: float | None = None) -> None:

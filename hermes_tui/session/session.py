@@ -70,6 +70,9 @@ class Session:
         self.requests: deque[int] = deque(maxlen=REQUESTS_KEPT)
         self.tool_less_noticed = False  # the "runs without tools" notice is given once
         self.last_pass: PassReport | None = None
+        # Hears a trim published ahead of the passes planned after it (``_trim_now``), from
+        # the planning thread: the transcript changed while the passes still run.
+        self.on_trim_landed: Callable[[PassReport], None] | None = None
         self.context_source: str | None = None
         self._resolver: ContextLimitResolver | None = None
         self.fit = FitState()
@@ -324,7 +327,10 @@ class Session:
                 return False
             (report,) = self.compactor.publish_all(self.conv, [trim], self._persist)
             self.last_pass = report
-            return report.outcome == trim.outcome
+        landed = report.outcome == trim.outcome
+        if landed and self.on_trim_landed is not None:
+            self.on_trim_landed(report)
+        return landed
 
     def publish_pass(self, planned: PassResult | list[PassResult]) -> PassReport | None:
         """Publish planned passes together, once no reply is streaming; the last one's report

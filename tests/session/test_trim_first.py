@@ -19,6 +19,7 @@ from helpers import ScriptedSummarizer, agent_session
 
 from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.config import Config
+from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 
@@ -110,4 +111,28 @@ def test_over_the_threshold_a_batch_the_policy_asked_for_lands_its_trim_first(tm
         planner.join(GATE_S)
         assert [r.kind for r in planned[0]] == ["batch"]
         assert session.publish_pass(planned[0]).outcome == "compressed"
+        session.close()
+
+
+@pytest.mark.parametrize(("window", "over"), [(6_000, True), (9_000, False)])
+def test_the_agent_loop_reports_a_trim_that_landed_ahead_of_its_passes(tmp_path, window, over):
+    """``run``'s background passes: the early trim is reported once, by the loop's thread,
+    ahead of the passes planned after it."""
+    with Store(tmp_path / "state.db") as store:
+        summarizer = GatedSummarizer()
+        session = session_on(store, window, summarizer)
+        heard: list[tuple[str, str]] = []
+        passes = BackgroundPasses(session, on_published=lambda r: heard.append((r.kind, threading.current_thread().name)))
+        passes.request("micro")
+        assert summarizer.asked.wait(GATE_S), "the pass never asked the model"
+        assert heard == []  # nothing reported from the planning thread
+        summarizer.gate.set()
+        passes.settle(timeout=GATE_S)
+        loop = threading.current_thread().name
+        # Over the threshold the trim landed first and is reported on its own; under it, it
+        # landed with the pass, in one publish, whose report is the pass's.
+        expected = ["trim", "micro"] if over else ["micro"]
+        assert heard == [(kind, loop) for kind in expected]
+        assert [r.kind for r in passes.published] == expected
+        assert (session.last_pass.kind, trimmed_now(session)) == ("micro", (True, True))
         session.close()

@@ -14,14 +14,18 @@ from __future__ import annotations
 from support.chat_app import (
     SIZE,
     FailingSummarizer,
+    GatedSummarizer,
     app_for,
     app_test,
     coding_session,
+    label,
     settle,
+    shown_ids,
     until,
 )
 
 from hermes_tui.compaction.policy import BATCH, MICRO
+from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.session.pass_queue import PassRequest
 from hermes_tui.session.wiring import open_session
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
@@ -96,3 +100,34 @@ async def test_nothing_follows_a_micro_pass_left_under_the_threshold(config, sto
         screen.request_compaction(PassRequest(MICRO))
         await settle(pilot, screen)
         assert planned == [MICRO]
+
+
+@app_test
+async def test_a_trim_that_lands_ahead_of_a_slow_pass_is_shown_at_once(config, store):
+    """Over the threshold the trim lands before the model answers the pass (``Session._trim_now``):
+    the message list and the status bar show the trimmed transcript while the pass still runs."""
+    config = config.with_overrides({"model.context_length": 4096, "compression.target_ratio": 0.05})
+    session = open_session(config, store, title="early trim", summarizer=ExtractiveSummarizer())
+    session.conv.extend(coding_session())
+    for n in range(4):
+        call = {"id": f"big{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        rows = "\n".join(f"row {n}-{k}: status=ok path=src/module_{k}.py" for k in range(150))
+        session.conv.extend([Message("assistant", f"Reading part {n}.", tool_calls=[call]),
+                             Message("tool", rows, tool_call_id=f"big{n}", name="read_file")])
+    store.flush(session.info.id, session.conv.messages)
+    gated = GatedSummarizer()
+    app = app_for(config, store, session_id=session.info.id, summarizer=gated)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await until(pilot, screen.session.over_threshold, "the window to resolve, the session over the threshold")
+        before = screen.session.conv.total_tokens
+        screen.request_compaction(PassRequest(MICRO))
+        await until(pilot, gated.started.is_set, "the pass to ask the model")
+        trimmed = [m.id for m in screen.session.conv.messages if is_trimmed(m)]
+        assert trimmed and screen.session.conv.total_tokens < before
+        await until(pilot, lambda: set(trimmed) <= set(shown_ids(screen)), "the trimmed results to be shown")
+        tokens = f"{screen.session.conv.total_tokens:,} / 4,096"
+        await until(pilot, lambda: label(screen, "tokens") == tokens, "the trimmed total in the status bar")
+        assert screen.compaction is not None  # the pass is still running
+        gated.gate.set()
+        await settle(pilot, screen)

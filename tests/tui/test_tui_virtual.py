@@ -334,6 +334,33 @@ async def test_a_splice_among_the_waiting_messages_is_followed():
 
 
 @app_test
+async def test_a_result_trimmed_in_place_takes_its_originals_place_shown_or_waiting():
+    app = ListApp(window=4)
+    async with app.run_test(size=(60, 20)) as pilot:
+        listing = app.query_one(MessageList)
+        messages = []
+        for n in range(6):
+            call = {"id": f"c{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+            messages += [Message("assistant", f"reading {n}", tool_calls=[call]),
+                         Message("tool", f"rows of file {n}", tool_call_id=f"c{n}", name="read_file")]
+        await listing.show(messages)
+        await pilot.pause()
+        # The trim stage swaps results in place: one waiting (index 1), one shown (index 11).
+        after = list(messages)
+        for index in (1, 11):
+            old = messages[index]
+            after[index] = Message("tool", f"{old.content} [trimmed; full output archived; tokens: 900; lines: 40]",
+                                   tool_call_id=old.tool_call_id, name=old.name,
+                                   meta={"trimmed": {"original": old.id, "tokens": 900, "lines": 40}})
+        await listing.sync(after)
+        await pilot.pause()
+        assert [w.id for w in listing.waiting] + [v.message_id for v in listing.views()] == [m.id for m in after]
+        await listing.show_earlier(20)
+        await pilot.pause()
+        assert [v.message_id for v in listing.views()] == [m.id for m in after]
+
+
+@app_test
 async def test_long_replies_make_a_shorter_window():
     """The window is also a budget of widgets: a long Markdown reply counts for many."""
     app = ListApp(window=WINDOW)

@@ -133,6 +133,14 @@ class PassLanded(UIMessage):
         self.session, self.kind, self.report, self.manual = session, kind, report, manual
 
 
+class TrimLanded(UIMessage):
+    """The trim stage landed ahead of the passes still running (``Session.on_trim_landed``)."""
+
+    def __init__(self, session: Session, report: PassReport):
+        super().__init__()
+        self.session, self.report = session, report
+
+
 # --- the bridge -------------------------------------------------------------------------
 
 

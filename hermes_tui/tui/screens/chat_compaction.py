@@ -24,7 +24,7 @@ from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.logs import get_logger
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
 from hermes_tui.session.session import Session
-from hermes_tui.tui.screens.agent_bridge import PassLanded, PassRequested
+from hermes_tui.tui.screens.agent_bridge import PassLanded, PassRequested, TrimLanded
 from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES
 
 if TYPE_CHECKING:
@@ -70,7 +70,9 @@ class CompactionMixin:
 
     def _start_compaction(self, request: PassRequest) -> None:
         self.compaction = PASS if request.kind == MICRO else BATCH
-        self.session.begin_work()  # a pass still lands (its session keeps its lease) after /new
+        session = self.session
+        session.on_trim_landed = lambda report: self.post_message(TrimLanded(session, report))  # type: ignore[attr-defined]
+        session.begin_work()  # a pass still lands (its session keeps its lease) after /new
         # An app worker, not this screen's: after /new the pass still lands in its own session
         # (stored); only quitting abandons it.
         self.app.run_worker(
@@ -97,6 +99,15 @@ class CompactionMixin:
         finally:
             session.end_work()
         self.post_message(PassLanded(session, request.kind, report, request.manual))  # type: ignore[attr-defined]
+
+    async def on_trim_landed(self, event: TrimLanded) -> None:
+        """The trim landed while the passes after it still run: show the transcript as it is."""
+        if event.session is not self.session:
+            return
+        with self.session.lock:
+            messages = list(self.session.conv.messages)
+        await self.messages.sync(messages)
+        self.refresh_status()
 
     async def on_pass_landed(self, event: PassLanded) -> None:
         if event.session is not self.session:

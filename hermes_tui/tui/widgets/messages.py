@@ -27,6 +27,7 @@ from textual.message import Message as UIMessage
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hermes_tui.compaction.trim import META_KEY as TRIM_META
 from hermes_tui.content_parts import attachments
 from hermes_tui.transcript import Message
 from hermes_tui.tui.widgets.message_views import InfoNote, MessageView, view_for
@@ -65,6 +66,12 @@ def markdown_blocks(text: str) -> int:
             blank = False
     return blocks
 
+
+
+def trimmed_from(message: Message) -> str | None:
+    """The id of the result ``message`` is the trimmed version of (``compaction.trim``), or None."""
+    meta = message.meta.get(TRIM_META) if isinstance(message.meta, dict) else None
+    return meta.get("original") if isinstance(meta, dict) else None
 
 
 def weight(message: Message) -> int:
@@ -413,10 +420,12 @@ class MessageList(VerticalScroll):
 
     async def sync(self, messages: list[Message]) -> None:
         """Follow a splice: drop the views (and waiting messages) no longer in the transcript
-        and add the marker where it belongs. Other new messages are the chat's to show (a
-        reply being streamed, a message being sent); views without an id stay as they are."""
+        and add the marker where it belongs; a result trimmed in place takes its original's
+        place. Other new messages are the chat's to show (a reply being streamed, a message
+        being sent); views without an id stay as they are."""
         ids = {m.id for m in messages}
         before = len(self.waiting)
+        await self._replace_trimmed(messages)
         self.waiting = [w for w in self.waiting if not isinstance(w, Message) or w.id in ids]
         gone = [v for v in self.views() if v.message_id is not None and v.message_id not in ids]
         if gone:
@@ -445,3 +454,17 @@ class MessageList(VerticalScroll):
         if before and not self.waiting and self._row() is not None:
             await self._row().remove()
         self._count_changed(before)
+
+    async def _replace_trimmed(self, messages: list[Message]) -> None:
+        """Each trimmed result (the trim stage: a new id, the same call) where its original
+        is shown or waits, in its place."""
+        shown = {v.message_id: v for v in self.views() if v.message_id is not None}
+        waiting = {w.id: i for i, w in enumerate(self.waiting) if isinstance(w, Message)}
+        for message in messages:
+            original = trimmed_from(message)
+            if original is None or message.id in shown or message.id in waiting:
+                continue
+            if original in shown:
+                await self.mount(view_for(message), before=shown[original])
+            elif original in waiting:
+                self.waiting[waiting[original]] = message
