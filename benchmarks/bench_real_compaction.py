@@ -242,10 +242,12 @@ def chat_prefill(path: Path, base_url: str, model: str, messages: int | None, co
         compactor = make_compactor(config, counter=counter, summarizer=ExtractiveSummarizer(),
                                    context_limit=context_limit)
         conv = Conversation(counter=counter)
-        totals = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0}
+        totals = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "server_s": 0.0}
 
         def on_turn(number: int, total: int, reports, conv=conv, totals=totals, policy=policy) -> None:
+            started = time.perf_counter()
             usage = _one_token(base_url, model, wire_view(conv.messages))
+            totals["server_s"] += time.perf_counter() - started
             totals["requests"] += 1
             totals["prompt_tokens"] += usage.get("prompt_tokens") or 0
             totals["cached_tokens"] += (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
@@ -255,6 +257,7 @@ def chat_prefill(path: Path, base_url: str, model: str, messages: int | None, co
         replay(load_session(path, messages), conv, compactor, turns="step", on_turn=on_turn)
         print(file=sys.stderr)
         totals["prefilled_tokens"] = totals["prompt_tokens"] - totals["cached_tokens"]
+        totals["server_s"] = round(totals["server_s"], 1)
         out[policy] = totals
     base = out["batch-only"]["prefilled_tokens"] or 1
     for policy in POLICIES:
@@ -324,17 +327,28 @@ def _run_of(entry: dict[str, Any]) -> SessionRun:
     return run
 
 
-def print_tables(saved: dict[str, Any]) -> int:
-    """The per-session and pooled tables of a saved run (what a run cut short measured)."""
+def print_tables(saved: list[dict[str, Any]]) -> int:
+    """The per-session and pooled tables of saved runs (what a run cut short measured; runs of
+    the same model on different sessions pooled)."""
+    models = {s["model"] for s in saved}
+    if len(models) > 1:
+        raise SystemExit(f"--tables: runs of different models ({', '.join(sorted(models))}) are not pooled")
+    (model,) = models
     runs: dict[str, list[SessionRun]] = {"model": [], "extractive": []}
-    for name, entry in saved["sessions"].items():
-        for who in runs:
-            runs[who].append(_run_of(entry[who]))
-        print(table(f"{name} ({entry['model']['steps']} steps)",
-                    {saved["model"]: entry["model"]["figures"], "extractive": entry["extractive"]["figures"]}))
-        print()
-    print(table(f"pooled over {len(saved['sessions'])} sessions",
-                {saved["model"]: figures(runs["model"]), "extractive": figures(runs["extractive"])}))
+    for one in saved:
+        for name, entry in one["sessions"].items():
+            if "chat_prefill" in entry:
+                print(f"{name}: chat prefill per policy: {json.dumps(entry['chat_prefill'])}")
+            if "model" not in entry:
+                continue
+            for who in runs:
+                runs[who].append(_run_of(entry[who]))
+            print(table(f"{name} ({entry['model']['steps']} steps)",
+                        {model: entry["model"]["figures"], "extractive": entry["extractive"]["figures"]}))
+            print()
+    if runs["model"]:
+        print(table(f"pooled over {len(runs['model'])} sessions",
+                    {model: figures(runs["model"]), "extractive": figures(runs["extractive"])}))
     return 0
 
 
@@ -349,12 +363,15 @@ def main() -> int:
     ap.add_argument("--context-limit", type=int, default=CONTEXT_LIMIT)
     ap.add_argument("--timeout", type=float, default=120.0, help="auxiliary.compression.timeout (default 120 s)")
     ap.add_argument("--chat-prefill", action="store_true", help="measure each policy's chat prefill on the server")
+    ap.add_argument("--prefill-only", action="store_true",
+                    help="only the chat prefill per policy (no compression model run)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--save", type=Path, help="write the JSON here after every session (a long run keeps what it measured)")
-    ap.add_argument("--tables", type=Path, help="print the tables of a JSON written by --save (no run)")
+    ap.add_argument("--tables", type=Path, nargs="+",
+                    help="print the tables of JSON files written by --save, pooled (no run)")
     args = ap.parse_args()
     if args.tables:
-        return print_tables(json.loads(args.tables.read_text(encoding="utf-8")))
+        return print_tables([json.loads(path.read_text(encoding="utf-8")) for path in args.tables])
 
     paths = sorted(SESSIONS.glob("*.json"))
     if args.sessions:
@@ -370,6 +387,13 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="hermes-bench-real-"):
             runs: dict[str, list[SessionRun]] = {"model": [], "extractive": []}
             for path in paths:
+                if args.prefill_only:
+                    prefill = chat_prefill(path, base_url, model, args.messages, args.context_limit)
+                    result["sessions"][path.name] = {"chat_prefill": prefill}
+                    if args.save:
+                        args.save.write_text(json.dumps(result, indent=1))
+                    print(f"{path.name}: chat prefill per policy: {json.dumps(prefill)}", flush=True)
+                    continue
                 real = run_session(path, RecordingSummarizer(base_url, model, timeout=args.timeout), args.messages,
                                    args.context_limit)
                 base = run_session(path, ExtractiveSummarizer(), args.messages, args.context_limit)
@@ -387,6 +411,8 @@ def main() -> int:
                     if args.chat_prefill:
                         print("  chat prefill per policy: " + json.dumps(entry["chat_prefill"]))
                     print(flush=True)
+            if args.prefill_only:
+                return 0
             result["pooled"] = {"model": figures(runs["model"]), "extractive": figures(runs["extractive"])}
     finally:
         if started_server:
