@@ -124,6 +124,12 @@ def counted_state(result: PassResult, counter) -> MicroState:
     return state
 
 
+def trim_counted(state: MicroState, result: PassResult) -> MicroState:
+    """``state`` with the tokens a published trim saved counted in ``tokens_saved_total``."""
+    saved = result.stats.get("trimmed_tokens_before", 0) - result.stats.get("trimmed_tokens_after", 0)
+    return state.evolve(tokens_saved_total=state.tokens_saved_total + max(0, saved))
+
+
 class Compactor:
     def __init__(
         self,
@@ -304,8 +310,9 @@ class Compactor:
                 conv.check(result.splice)
             if replacement is not None:
                 conv.check(replacement)
-            # A trim moves nothing the state counts: the state stays the live one.
-            state = self.state if replacement is not None else counted_state(result, conv.counter)
+            # A trim moves nothing the state tracks (cursor, summary): the state stays the live
+            # one, with what the trim saved counted.
+            state = trim_counted(self.state, result) if replacement is not None else counted_state(result, conv.counter)
             if persist is not None and (result.splice is not None or result.skipped or replacement is not None):
                 persist(result)
             for msg in result.skipped:
@@ -383,6 +390,8 @@ class Compactor:
             fields["event"] = "trim_compaction"
             fields.update({key: stats.get(key) for key in ("results_trimmed", "trimmed_tokens_before",
                                                            "trimmed_tokens_after")})
+            fields["tail_results_trimmed"] = stats.get("tail_results_trimmed", 0)
+            fields["tokens_saved_total"] = self.state.tokens_saved_total
         elif result.kind == MICRO:
             fields.update(
                 exchange_tokens=stats.get("exchange_tokens"),

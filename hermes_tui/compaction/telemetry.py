@@ -49,8 +49,8 @@ BATCH_FIELDS = (
 TRIM_FIELDS = (
     "event", "session_id", "outcome", "failure",
     "messages_before", "messages_after", "tokens_before", "tokens_after", "tokens_delta",
-    "results_trimmed", "trimmed_tokens_before", "trimmed_tokens_after",
-    "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model",
+    "results_trimmed", "tail_results_trimmed", "trimmed_tokens_before", "trimmed_tokens_after",
+    "tokens_saved_total", "duration_ms", "threshold_tokens", "context_limit", "occupancy_pct", "main_model",
 )
 
 

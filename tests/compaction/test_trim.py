@@ -438,6 +438,17 @@ def test_the_trim_telemetry_line_is_counts_only(caplog):
     assert all(not isinstance(v, str) or len(v) < 40 for v in payload.values())  # no content
 
 
+def test_what_a_trim_saves_counts_in_the_sessions_tokens_saved():
+    """/usage and the markers' running total count the trim's savings as a pass's."""
+    compactor, conv = watermark_compactor()
+    conv.extend(session(bulky_size=900, exchanges=6))
+    before = conv.total_tokens
+    [report] = compactor.trim(conv)
+    assert compactor.state.tokens_saved_total == before - conv.total_tokens > 0
+    assert report.fields["tokens_saved_total"] == compactor.state.tokens_saved_total
+    assert compactor.state.passes_total == 0  # a trim is not a pass
+
+
 def test_trim_off_means_no_trim():
     compactor, conv = make_compactor(ScriptedSummarizer(failing()), limit=8000, policy="watermark")
     compactor.settings.trim = False
