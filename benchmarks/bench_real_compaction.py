@@ -265,8 +265,9 @@ def chat_prefill(path: Path, base_url: str, model: str, messages: int | None, co
     return out
 
 
-def _one_token(base_url: str, model: str, messages: list) -> dict[str, Any]:
-    body = {"model": model, "messages": [m.to_openai() for m in messages], "max_tokens": 1, "temperature": 0}
+def _one_token(base_url: str, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The usage a server reports for ``messages`` (the wire view) and one generated token."""
+    body = {"model": model, "messages": messages, "max_tokens": 1, "temperature": 0}
     request = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=1800) as response:

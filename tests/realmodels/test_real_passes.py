@@ -7,6 +7,8 @@ django).
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from hermes_tui.transcript import check_tool_pairing, parse_transcript
 pytestmark = [pytest.mark.realmodels, pytest.mark.timeout(900)]
 
 DEMO = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_real_compaction.py"
 
 
 def demo(messages: int):
@@ -75,3 +78,20 @@ def test_the_window_holds_over_a_real_session_slice_with_default_settings(small_
     users = [m.content for m in messages if m.role == "user"]
     assert all(text in compactor.rolling_summary or any(m.content == text for m in conv.messages) for text in users)
     check_tool_pairing(conv.messages)
+
+
+def test_the_chat_prefill_benchmark_reads_a_real_prefix_cache(small_model_server):
+    """``bench_real_compaction.py --chat-prefill`` on a real server: each step's chat request
+    is sent, and llama-server's prompt cache answers part of every policy's prompts."""
+    spec = importlib.util.spec_from_file_location("bench_real_compaction", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    steps = sum(1 for m in demo(24) if m.role == "assistant")
+    measured = bench.chat_prefill(DEMO, small_model_server.base_url, small_model_server.model, 24, 4_000)
+    for policy in bench.POLICIES:
+        figures = measured[policy]
+        assert figures["requests"] == steps, (policy, figures)
+        assert 0 < figures["cached_tokens"] < figures["prompt_tokens"], (policy, figures)
+        assert figures["prefilled_tokens"] == figures["prompt_tokens"] - figures["cached_tokens"]
+    assert measured["batch-only"]["prefilled_vs_batch_only"] == 1.0
