@@ -216,7 +216,9 @@ def figures(runs: list[SessionRun]) -> dict[str, Any]:
         "prompt_tokens_mean": mean("prompt_tokens"),
         "cached_tokens_mean": mean("cached_tokens"),
         "generated_tokens_mean": mean("completion_tokens"),
-        "engine_over_model": round(sum(seconds) / model_s, 3) if model_s else None,
+        # Only for a model (a server reports prompt tokens): the extractive's "model" is
+        # a few milliseconds of the same code, and the ratio says nothing.
+        "engine_over_model": round(sum(seconds) / model_s, 3) if model_s and mean("prompt_tokens") else None,
         "peak_occupancy_pct": max(occupancy) if occupancy else None,
         "steps_above_threshold": round(sum(o > 100 for o in occupancy) / len(occupancy), 3) if occupancy else None,
         "peak_before_passes_pct": max(before_passes) if before_passes else None,
