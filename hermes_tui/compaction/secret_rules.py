@@ -90,8 +90,20 @@ def _auth_token(m: re.Match[str]) -> str | None:
     return m.group("prefix") + REDACTED
 
 
+# "api" names a credential only with a value as long as a key: `DD_API=<32 hex>` is one,
+# `api: v1` and `API = "rest"` are settings.
+_API_WORD = "api"
+MIN_API_VALUE_CHARS = 16
+
+
+def _too_short_for(key: str, value: str) -> bool:
+    return key.lower() == _API_WORD and len(value) < MIN_API_VALUE_CHARS
+
+
 def _assignment(m: re.Match[str]) -> str | None:
     head = m.group(0)[: (m.start("q") if m.group("q") is not None else m.start("uv")) - m.start()]
+    if _too_short_for(m.group("key"), m.group("qv") if m.group("q") is not None else m.group("uv")):
+        return None
     if m.group("q") is not None:
         value = m.group("qv")
         if _is_placeholder(value.strip()) or value.strip().lower() in _NOT_A_VALUE:
@@ -131,6 +143,8 @@ def _env_line(m: re.Match[str]) -> str | None:
         return None                           # not `KEY=value` on a line of its own
     value = m.group("value")
     if _is_placeholder(value) or value.lower() in _NOT_A_VALUE or _names_key(value, m.group("key")):
+        return None
+    if _too_short_for(m.group("key"), value):
         return None
     if _CALL_OR_INDEX.match(value) or (_DOTTED.fullmatch(value) and not _looks_random(value)):
         return None
@@ -230,7 +244,7 @@ class _Rule:
 _KEY_FINDER = lazy_compile(
     r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key(?:[_\-]?id)?"
     r"|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key|encryption[_\-]?key|account[_\-]?key"
-    r"|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key|credentials?|creds|pass|pwd|auth)"
+    r"|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key|credentials?|creds|pass|pwd|auth|api)"
     r"(?=\\?[\"']?[ \t]*[:=])"
 )
 
@@ -266,4 +280,5 @@ _HINT = lazy_compile(
     r"|hooks\.slack|/api/webhooks/|sig|mysql|mariadb|docker|redis-cli|pin |do[opr]_v1_|shp|hrku-|\d:aa|q~"
     r"|dapi|dp\.pt\.|lin_api_|pmak-|pplx-|hv[sb]\.|glc_|glsa_|sntry|ntn_|pul-|rubygems_|atatt3|sq0|xkeysib-|ops_"
     r"|\.[a-z0-9_\-]{6}\."
+    r"|api\\?[\"']?[ \t]*[:=]"  # `DD_API=...`: a key that says API but not KEY
 )

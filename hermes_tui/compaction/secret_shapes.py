@@ -115,12 +115,13 @@ _AUTH_HEADER = lazy_compile(
 # --- assignments ------------------------------------------------------------------
 
 # A key names a secret when it ends with one of these words. Short, common words
-# (pass, pwd, auth) only count as the whole key or after a separator ("DB_PASS").
+# (pass, pwd, auth, api) only count as the whole key or after a separator ("DB_PASS",
+# "DD_API": a Datadog key assigned to a name that says API but not KEY).
 _SECRET_WORD = (
     r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key"
     r"|private[_\-]?key(?:[_\-]?id)?|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key"
     r"|encryption[_\-]?key|account[_\-]?key|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key"
-    r"|credentials?|(?<![A-Za-z0-9])(?:pass|pwd|auth|creds))"
+    r"|credentials?|(?<![A-Za-z0-9])(?:pass|pwd|auth|creds|api))"
 )
 # Query parameters that carry a credential without naming one: a SAS URL's signature,
 # a pre-signed S3 or GCS URL's signature and session token.

@@ -149,6 +149,11 @@ REDACT_CASES = [
      "-----BEGIN EC PRIVATE KEY-----\n" + R + f"\nhttps://{R}@h/x"),
     ("token in assignment", f"HF_TOKEN={HUGGINGFACE}", f"HF_TOKEN={R}"),
     ("token in bearer", f"Authorization: Bearer {OPENAI}", f"Authorization: Bearer {R}"),
+    # A key that says API but not KEY (a Datadog key): any case, any separator.
+    ("api name env", "DD_API=0123456789abcdef0123456789abcdef", f"DD_API={R}"),
+    ("api name quoted", 'export DD_API="0123456789abcdef0123456789abcdef"', f'export DD_API="{R}"'),
+    ("api name yaml", "dd-api: 0123456789abcdef0123456789abcdef", f"dd-api: {R}"),
+    ("api name json", '{"dd_api": "0123456789abcdef0123456789abcdef"}', f'{{"dd_api": "{R}"}}'),
 ]
 
 
@@ -224,6 +229,10 @@ KEEP_CASES = [
     "the hf_hub_download function and the ghp_ prefix",
     "AKIA is the prefix of an AWS access key id",
     "eyJ is how base64 of a JSON object starts",
+    # "api" with a short value is a setting, not a key.
+    "api: v1",
+    'API = "rest"',
+    "API_URL=https://example.com/v1",
     "",
 ]
 
