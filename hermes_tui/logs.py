@@ -54,6 +54,7 @@ def setup_logging(log_file: Path | None = None, *, level: int = logging.INFO) ->
 
     try:
         paths.ensure_dir(path.parent)
+        paths.private_file(path)  # tool output (and what leaked into it) is logged: 0o600
         handler = _AgentLogHandler(path, mode="a", encoding="utf-8")
     except OSError as exc:
         reason = exc.strerror or str(exc)

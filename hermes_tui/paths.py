@@ -124,6 +124,36 @@ def cache_dir() -> Path:
     return home / "cache" if home else platformdirs.user_cache_path(APP_NAME, appauthor=False)
 
 
+def private_file(path: Path) -> Path:
+    """Create the file ``path`` if it is missing, private to the user (0o600) from the first
+    byte; a file of ours that is already there loses any permission for group and others.
+
+    Logs and the session database hold what tools printed, secrets included: whatever the
+    umask, an older version or a home folder someone else created left, nobody else reads
+    them. (The folder is ``ensure_dir``'s.)"""
+    create_private(path)
+    return make_private(path)
+
+
+def create_private(path: Path) -> Path:
+    """Create the file ``path`` (0o600) unless it exists; an existing one is left as it is."""
+    path = Path(path)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    return path
+
+
+def make_private(path: Path) -> Path:
+    """Take group's and others' permissions off the existing file ``path`` (ours)."""
+    path = Path(path)
+    mode = path.stat().st_mode
+    if mode & 0o077 and path.is_file():
+        os.chmod(path, mode & 0o700)
+    return path
+
+
 def ensure_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) if needed and return it.
 

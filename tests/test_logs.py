@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 
 import pytest
 
@@ -28,6 +30,27 @@ def clean_logger():
 def flush() -> None:
     for handler in owned_handlers():
         handler.flush()
+
+
+def test_the_log_is_private_whatever_existed_before(tmp_path):
+    """Our home already there (0755, as a user's mkdir leaves it) and a log an older version
+    left 0644: the log is 0600 either way (tool output, and what leaked into it, is logged)."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    fresh = home / "agent.log"
+    old_umask = os.umask(0o022)
+    try:
+        setup_logging(fresh)
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+        older = home / "older.log"
+        older.write_text("earlier lines\n", encoding="utf-8")
+        os.chmod(older, 0o644)
+        setup_logging(older)
+        assert stat.S_IMODE(older.stat().st_mode) == 0o600
+        assert older.read_text(encoding="utf-8") == "earlier lines\n"  # appended to, never truncated
+    finally:
+        os.umask(old_umask)
+        setup_logging(tmp_path / "after.log")  # leave no handler on the test's files
 
 
 def test_writes_formatted_lines_to_the_file(tmp_path):

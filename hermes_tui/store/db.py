@@ -8,7 +8,6 @@ read-only connection first, and again under the write lock before the first writ
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
@@ -58,6 +57,7 @@ def open_database(path: Path) -> sqlite3.Connection:
             check_readable(conn)
             found = inspect(conn)  # now with what a write-ahead log holds too
             _refuse_foreign(path, found)
+            _make_private(path)
             conn.execute("PRAGMA query_only = OFF")
             conn.execute("PRAGMA foreign_keys = ON")
             if not found.current:
@@ -86,14 +86,19 @@ def close_database(path: Path, conn: sqlite3.Connection) -> None:
                 _open_here.pop(key, None)
 
 
+def _make_private(path: Path) -> None:
+    """Ours (checked): a database an older version left readable by others is made private,
+    with its journal files (its full-text index holds tool output). New journal files take
+    the database's permissions from SQLite."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists():
+            paths.make_private(file)
+
+
 def _create_private(path: Path) -> None:
     try:
         paths.ensure_dir(path.parent)  # refuses a folder inside Hermes Agent's home
-        try:
-            # Create the file ourselves so it is private from the first byte.
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            pass
+        paths.create_private(path)  # created by us so it is private from the first byte
     except paths.HermesAgentHomeError as exc:
         raise StoreError(f"{path}: {exc.strerror}") from None
     except OSError as exc:

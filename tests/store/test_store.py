@@ -125,6 +125,23 @@ def test_new_database_is_wal_private_and_at_the_current_version(tmp_path):
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+def test_a_database_of_ours_left_readable_by_others_is_made_private(tmp_path):
+    """An older version (or a umask) left state.db and its journal 0644 in a 0755 home: the
+    full-text index holds tool output, secrets included."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    path = home / "state.db"
+    with Store(path) as store:
+        store.flush(store.create_session("s").id, [user("hello")])
+        files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))]
+        for file in files:
+            os.chmod(file, 0o644)
+    os.chmod(path, 0o644)
+    with Store(path):
+        assert [oct(mode(f)) for f in files if f.exists()] == [oct(0o600)] * sum(f.exists() for f in files)
+    assert mode(home) == 0o755  # a folder the user made keeps its mode
+
+
 def test_hermes_home_state_db_is_created_private(hermes_home, capsys):
     assert cli.main(["sessions", "list"]) == 0
     assert "no sessions yet" in capsys.readouterr().out
@@ -279,6 +296,15 @@ def test_another_programs_database_is_refused_before_a_byte_is_written(db_path, 
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     conn.close()
+
+
+@pytest.mark.parametrize("make", [hermes_agent_db, foreign_v2_db], ids=["hermes-agent", "user-version-2"])
+def test_another_programs_database_keeps_its_permissions(db_path, make):
+    make(db_path)
+    os.chmod(db_path, 0o644)
+    with pytest.raises(StoreError):
+        Store(db_path)
+    assert mode(db_path) == 0o644
 
 
 def test_another_programs_wal_database_is_refused_without_creating_its_wal_files(db_path):
