@@ -24,7 +24,6 @@ answer is scored by how many of the expected facts it contains.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -50,6 +49,7 @@ from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.conversation import Conversation
 from hermes_tui.transcript import Message, wire_view
+from hermes_tui.untrusted import InputError, load_json
 
 # The planting and tracking live in fact_tracking; these names are part of this module's API.
 __all__ = [
@@ -161,8 +161,8 @@ def changed_files(messages: list[Message]) -> list[str]:
         for call in msg.tool_calls or []:
             function = call.get("function") or {}
             try:
-                args = json.loads(function.get("arguments") or "{}")
-            except ValueError:
+                args = load_json(function.get("arguments") or "{}", model_output=True)
+            except InputError:
                 continue
             if not isinstance(args, dict):
                 continue

@@ -37,6 +37,7 @@ from hermes_tui.tools.base import ToolResult
 from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.registry import one_line
 from hermes_tui.transcript import Message
+from hermes_tui.untrusted import InputError, load_json
 
 TITLE_CHARS = 60
 
@@ -84,9 +85,9 @@ class ActivityPrinter(AgentListener):
 
 def summarize_arguments(arguments: Any, limit: int = 80) -> str:
     try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-    except json.JSONDecodeError:
-        return one_line(str(arguments), limit)
+        parsed = load_json(arguments, model_output=True) if isinstance(arguments, str) else arguments
+    except InputError:  # not JSON, or nested too deep to walk: shown as the text it is
+        return one_line(str(arguments)[: limit * 4], limit)
     if not isinstance(parsed, dict):
         return one_line(str(arguments), limit)
     text = " ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items())

@@ -14,12 +14,13 @@ our own would accept what it does not understand.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from hermes_tui.untrusted import InputError, load_json
 
 from .base import Status, Tool, ToolContext, ToolError, ToolResult, ToolStopped
 from .output import cap_text
@@ -114,11 +115,9 @@ class ToolRegistry:
             parsed = {}  # some models send "" for a call without arguments
         else:
             try:
-                parsed = json.loads(arguments)
-            except json.JSONDecodeError as e:
-                return ToolResult.error(
-                    f"arguments for {name} are not valid JSON ({e.msg} at line {e.lineno} "
-                    f"column {e.colno}); send one JSON object")
+                parsed = load_json(arguments, model_output=True)
+            except InputError as e:  # not JSON, nested too deep, a number too long
+                return ToolResult.error(f"arguments for {name} are not usable JSON ({e}); send one JSON object")
         if not isinstance(parsed, dict):
             return ToolResult.error(f"arguments for {name} must be a JSON object, "
                                     f"not {type(parsed).__name__}")

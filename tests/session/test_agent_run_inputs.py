@@ -71,6 +71,8 @@ def test_malformed_calls_become_error_results_the_model_corrects(scripted, herme
             {"id": "extra", "name": "read_file", "arguments": ['{"path": "a.txt", "colour": "red"}']},
             {"id": "unknown", "name": "cat_file", "arguments": ['{"path": "a.txt"}']},
             {"id": "list", "name": "read_file", "arguments": ['["a.txt"]']},
+            # Nested deeper than any decoder recurses: it crashed run with RecursionError.
+            {"id": "deep", "name": "read_file", "arguments": ['{"path": ' + "[" * 5000 + "]" * 5000 + "}"]},
         ], "finish_reason": "tool_calls"},
         {"tool_calls": [{"id": "good", "name": "read_file", "arguments": ['{"path": "a.txt"}']}],
          "finish_reason": "tool_calls"},
@@ -81,7 +83,7 @@ def test_malformed_calls_become_error_results_the_model_corrects(scripted, herme
     assert proc.stdout == "Read it.\n"
     assert "Traceback" not in proc.stderr
     results = tool_rows(hermes_home)
-    bad = ("bad_json", "bad_type", "missing", "extra", "unknown", "list")
+    bad = ("bad_json", "bad_type", "missing", "extra", "unknown", "list", "deep")
     assert {k: results[k][0] for k in bad} == dict.fromkeys(bad, "error")
     assert results["good"][0] == "ok" and "the content" in results["good"][1]
     # Each error says what to fix, in one line.
@@ -89,6 +91,7 @@ def test_malformed_calls_become_error_results_the_model_corrects(scripted, herme
     assert "'path'" in results["bad_type"][1] or "path" in results["bad_type"][1]
     assert "path" in results["missing"][1] and "colour" in results["extra"][1]
     assert "cat_file" in results["unknown"][1] and "read_file" in results["unknown"][1]
+    assert "nested" in results["deep"][1]
     assert all("\n" not in results[k][1].strip() for k in bad)
     # The model was sent every error (and its malformed call as it came), so it could correct it.
     second = server.requests()[1]["messages"]
@@ -97,7 +100,7 @@ def test_malformed_calls_become_error_results_the_model_corrects(scripted, herme
     # (as a JSON string: mlx_lm.server rejects a request whose history holds arguments that are not JSON)
     assert json.loads(sent_calls[0]["function"]["arguments"]) == '{"path": "a.txt"'
     lines = [line for line in proc.stderr.splitlines() if line.startswith("tool ")]
-    assert len(lines) == 7 and sum("-> error" in line for line in lines) == 6, proc.stderr
+    assert len(lines) == 8 and sum("-> error" in line for line in lines) == 7, proc.stderr
 
 
 def test_a_stream_that_is_not_a_reply_is_one_line_and_the_session_stays_valid(scripted, hermes_home, tmp_path):
