@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_tui.untrusted import InputError, load_json
+from hermes_tui.untrusted import NOT_JSON, InputError, load_json
 
 from .base import Status, Tool, ToolContext, ToolError, ToolResult, ToolStopped
 from .output import cap_text
@@ -117,7 +117,10 @@ class ToolRegistry:
             try:
                 parsed = load_json(arguments, model_output=True)
             except InputError as e:  # not JSON, nested too deep, a number too long
-                return ToolResult.error(f"arguments for {name} are not usable JSON ({e}); send one JSON object")
+                what = "valid" if e.kind == NOT_JSON else "usable"
+                where = f" at line {e.line} column {e.column}" if e.line is not None else ""
+                return ToolResult.error(
+                    f"arguments for {name} are not {what} JSON ({e.detail}{where}); send one JSON object")
         if not isinstance(parsed, dict):
             return ToolResult.error(f"arguments for {name} must be a JSON object, "
                                     f"not {type(parsed).__name__}")

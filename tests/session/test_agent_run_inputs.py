@@ -91,7 +91,7 @@ def test_malformed_calls_become_error_results_the_model_corrects(scripted, herme
     assert "'path'" in results["bad_type"][1] or "path" in results["bad_type"][1]
     assert "path" in results["missing"][1] and "colour" in results["extra"][1]
     assert "cat_file" in results["unknown"][1] and "read_file" in results["unknown"][1]
-    assert "nested" in results["deep"][1]
+    assert "not usable JSON (more than 100 levels" in results["deep"][1]
     assert all("\n" not in results[k][1].strip() for k in bad)
     # The model was sent every error (and its malformed call as it came), so it could correct it.
     second = server.requests()[1]["messages"]
