@@ -32,6 +32,7 @@ Runs in a worker thread; the listener's hooks are called from that thread.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import uuid
@@ -202,17 +203,52 @@ def always_rule(request: ApprovalRequest) -> Rule | None:
     return Rule(tool=request.tool, action=Action.ALLOW, prefix=" ".join(words))
 
 
-def _normalized_calls(raw: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """The calls as the transcript keeps them: each with an id, a name and arguments text."""
+# What one reply may ask for. 2,000 calls in one reply, or a 20 MB write_file argument,
+# left a session that could send nothing more (every request over the window) and a 39 MB
+# database; no real step needs either. Calls beyond the first MAX_CALLS_PER_REPLY are not
+# kept (the last kept call's result says so, and to ask again); arguments over
+# MAX_ARGUMENT_BYTES are not kept (the call's result says so, and how to write in parts).
+MAX_CALLS_PER_REPLY = 64
+MAX_ARGUMENT_BYTES = 1_000_000
+OMITTED_ARGUMENTS = "{}"  # what stands for arguments that were not kept (still valid JSON)
+
+
+def _normalized_calls(raw: list[dict[str, Any]] | None, meta: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The calls as the transcript keeps them: each with an id, a name and arguments text,
+    within the limits (what was not kept is noted in ``meta["limits"]``)."""
     calls = []
-    for call in raw or []:
+    oversized: dict[str, int] = {}
+    for call in (raw or [])[:MAX_CALLS_PER_REPLY]:
         function = call.get("function") or {}
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments if arguments is not None else {})
-        calls.append({"id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+        call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+        size = len(arguments.encode("utf-8", "surrogatepass"))
+        if size > MAX_ARGUMENT_BYTES:
+            oversized[call_id], arguments = size, OMITTED_ARGUMENTS
+        calls.append({"id": call_id, "type": "function",
                       "function": {"name": str(function.get("name") or ""), "arguments": arguments}})
+    dropped = max(0, len(raw or []) - MAX_CALLS_PER_REPLY)
+    if oversized or dropped:
+        meta["limits"] = {"oversized": oversized, "calls_dropped": dropped}
     return calls or None
+
+
+def _over_limits(reply: Message, index: int, call_id: str, result: ToolResult | None) -> ToolResult | None:
+    """The result for a call the limits touched (``result``: the call's own, when it ran)."""
+    limits = reply.meta.get("limits") or {}
+    size = (limits.get("oversized") or {}).get(call_id)
+    if size is not None:
+        result = ToolResult.error(
+            f"not run: its arguments were {size:,} bytes, over the limit of {MAX_ARGUMENT_BYTES:,}; "
+            "write a large file in parts (write_file for the start, then edit_file to add to it)")
+    dropped = limits.get("calls_dropped") or 0
+    if result is not None and dropped and index == len(reply.tool_calls or []) - 1:
+        note = (f"\n[{dropped:,} more tool calls in this reply were not run: at most {MAX_CALLS_PER_REPLY} "
+                "run per reply; ask for the rest in the next one]")
+        result = dataclasses.replace(result, content=result.content + note)
+    return result
 
 
 class AgentTurn:
@@ -296,7 +332,7 @@ class AgentTurn:
         meta: dict[str, Any] = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
-        calls = None if stopped else _normalized_calls(getattr(done, "tool_calls", None))
+        calls = None if stopped else _normalized_calls(getattr(done, "tool_calls", None), meta)
         reply = Message(role="assistant", content=done.text, tool_calls=calls, meta=meta)
         session.append(reply)
         self.listener.reply(reply)
@@ -324,12 +360,14 @@ class AgentTurn:
     def _answer_calls(self, reply: Message, cancel: threading.Event) -> None:
         answered: set[str] = set()
         try:
-            for call in reply.tool_calls or []:
+            for index, call in enumerate(reply.tool_calls or []):
                 call_id, function = call["id"], call["function"]
                 name, arguments = function["name"], function["arguments"]
                 self.listener.call_started(call_id, name, arguments)
+                result = _over_limits(reply, index, call_id, None)
                 try:
-                    result = self._result(name, arguments, cancel)
+                    if result is None:
+                        result = _over_limits(reply, index, call_id, self._result(name, arguments, cancel))
                 except Exception as exc:  # a bug in approval or the UI's callback: an error result
                     log.exception("tool call %s failed outside the tool", name)
                     result = ToolResult.error(f"{name} failed: {type(exc).__name__}")

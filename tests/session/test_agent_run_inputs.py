@@ -232,3 +232,40 @@ def test_a_stop_mid_stream_keeps_the_text_drops_the_half_made_call_and_the_next_
     assert [(m["role"], m["content"]) for m in sent if m["role"] != "system"] == [
         ("user", "look"), ("assistant", "Let me look at "), ("user", "again\n\ngo on")]
     assert not any(m.get("tool_calls") for m in sent)  # the half-made call never went out
+
+
+def test_a_reply_asking_too_much_runs_within_the_limits_and_says_so(scripted, hermes_home, tmp_path):
+    """2,000 calls in one reply all ran, and a 20 MB write_file argument was written and
+    stored twice: now at most MAX_CALLS_PER_REPLY run (the last result says how many were not)
+    and arguments over MAX_ARGUMENT_BYTES are neither run nor kept."""
+    from hermes_tui.session.agent import MAX_ARGUMENT_BYTES, MAX_CALLS_PER_REPLY
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("the content\n")
+    # (each call different: the same call many times in a row is denied as a loop)
+    many = [{"id": f"c{n}", "name": "read_file", "arguments": [json.dumps({"path": "a.txt", "limit": n + 1})]}
+            for n in range(200)]
+    huge = json.dumps({"path": "big.txt", "content": "x" * (MAX_ARGUMENT_BYTES + 10)})
+    server = scripted([
+        {"tool_calls": many, "finish_reason": "tool_calls"},
+        {"tool_calls": [{"id": "huge", "name": "write_file", "arguments": [huge]}], "finish_reason": "tool_calls"},
+        {"text": ["Done."], "finish_reason": "stop"},
+    ])
+    proc = run_cli(hermes_home, server.base_url, tmp_path, "read it a lot", "--workspace", str(workspace),
+                   "--approve", "full")
+    assert proc.returncode == 0, explain(proc)
+    results = tool_rows(hermes_home)
+    ran = [f"c{n}" for n in range(MAX_CALLS_PER_REPLY)]
+    assert set(results) == {*ran, "huge"}
+    assert {c: results[c][0] for c in ran} == dict.fromkeys(ran, "ok"), results[ran[-1]]
+    last = results[ran[-1]][1]
+    assert "the content" in last and f"{200 - MAX_CALLS_PER_REPLY:,} more tool calls" in last
+    assert results["huge"][0] == "error" and "over the limit" in results["huge"][1]
+    assert not (workspace / "big.txt").exists()
+    assert (hermes_home / "state.db").stat().st_size < MAX_ARGUMENT_BYTES  # the argument was not kept
+    # The model was sent what the transcript keeps: 64 calls, and arguments it can read.
+    second = server.requests()[1]["messages"]
+    assert len(next(m for m in second if m.get("tool_calls"))["tool_calls"]) == MAX_CALLS_PER_REPLY
+    third = server.requests()[2]["messages"]
+    assert len(json.dumps(third)) < MAX_ARGUMENT_BYTES
