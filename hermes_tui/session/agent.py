@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import CANCELLED, NO_TOOLS, ChatDelta, ChatDone, ChatError, Usage
+from hermes_tui.compaction.trim import cut
 from hermes_tui.logs import get_logger
 from hermes_tui.session.fit import FitListener
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
@@ -371,7 +372,7 @@ class AgentTurn:
                 except Exception as exc:  # a bug in approval or the UI's callback: an error result
                     log.exception("tool call %s failed outside the tool", name)
                     result = ToolResult.error(f"{name} failed: {type(exc).__name__}")
-                message = tool_message(call_id, name, result)
+                message = tool_message(call_id, name, self._within_tokens(result))
                 self.session.append(message)
                 answered.add(call_id)
                 self.calls += 1
@@ -388,6 +389,18 @@ class AgentTurn:
                                                          ToolResult.stopped()))
                     except Exception:  # noqa: BLE001 - the store is failing: the next open answers it
                         log.warning("cannot store the result of call %s", call["id"])
+
+    def _within_tokens(self, result: ToolResult) -> ToolResult:
+        """``result`` cut to its head and tail when it holds more of the chat model's tokens
+        than one result may (``Session.result_token_cap``)."""
+        counter, cap = self.session.conv.counter, self.session.result_token_cap
+        tokens = counter.count_text(result.content)
+        if tokens <= cap:
+            return result
+        head, middle, tail = cut(result.content, counter, cap * 2 // 3, cap // 3)
+        marker = f"[… {counter.count_text(middle):,} tokens omitted: at most {cap:,} tokens per result …]"
+        content = f"{head.rstrip(chr(10))}\n{marker}\n{tail.lstrip(chr(10))}"
+        return dataclasses.replace(result, content=content, truncated=True)
 
     def _result(self, name: str, arguments: str, cancel: threading.Event) -> ToolResult:
         if cancel.is_set():

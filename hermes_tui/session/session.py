@@ -40,6 +40,11 @@ from hermes_tui.transcript import Message, wire_view
 
 log = get_logger("session")
 
+# One tool result holds at most this share of the compaction threshold (and never less
+# than MIN_RESULT_TOKENS): ``Session.result_token_cap``.
+RESULT_TOKEN_SHARE = 0.25
+MIN_RESULT_TOKENS = 1_000
+
 
 @dataclass
 class TurnResult:
@@ -425,6 +430,14 @@ class Session:
             if reports:
                 self.last_pass = reports[-1]
         return reports[-1] if reports else None
+
+    @property
+    def result_token_cap(self) -> int:
+        """The most tokens of the chat model one tool result may hold: a share of the
+        compaction threshold. The byte cap (``agent.max_output_bytes``) bounds what a tool
+        keeps; text that tokenizes densely (``yes``: 32 KB were ~38K tokens) or a small
+        window needs this bound too, or one result fills the window."""
+        return max(MIN_RESULT_TOKENS, int(self.compactor.ctx.window.threshold_tokens * RESULT_TOKEN_SHARE))
 
     def over_threshold(self) -> bool:
         return self.conv.total_tokens > self.compactor.ctx.window.threshold_tokens

@@ -269,3 +269,29 @@ def test_a_reply_asking_too_much_runs_within_the_limits_and_says_so(scripted, he
     assert len(next(m for m in second if m.get("tool_calls"))["tool_calls"]) == MAX_CALLS_PER_REPLY
     third = server.requests()[2]["messages"]
     assert len(json.dumps(third)) < MAX_ARGUMENT_BYTES
+
+
+def test_a_result_dense_in_tokens_is_capped_in_the_chat_models_tokens(scripted, hermes_home, tmp_path):
+    """``yes`` under the 32 KB byte cap was still ~38K tokens: more than a small window holds.
+    A result is also cut to a share of the window in the chat model's tokens (head and tail)."""
+    from hermes_tui.config import Config
+    from hermes_tui.session.session import RESULT_TOKEN_SHARE
+    from hermes_tui.session.wiring import make_counter
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    command = "python3 -c \"print('first line'); print('y ' * 15000); print('last line')\""
+    server = scripted([
+        {"tool_calls": [{"id": "yes", "name": "run_shell", "arguments": [json.dumps({"command": command})]}],
+         "finish_reason": "tool_calls"},
+        {"text": ["Done."], "finish_reason": "stop"},
+    ])
+    proc = run_cli(hermes_home, server.base_url, tmp_path, "print a lot", "--workspace", str(workspace),
+                   "--approve", "full")
+    assert proc.returncode == 0, explain(proc)
+    status, content = tool_rows(hermes_home)["yes"]
+    counter = make_counter(Config.model_validate({"model": {"provider": "openai-api", "model": "scripted"}}))
+    threshold = int(32768 * Config().compression.threshold)
+    cap = int(threshold * RESULT_TOKEN_SHARE)
+    assert counter.count_text(content) <= cap + 50  # the marker line on top
+    assert "tokens omitted" in content and content.startswith("first line") and "last line" in content
