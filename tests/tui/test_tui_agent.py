@@ -92,7 +92,7 @@ async def test_an_edit_is_approved_on_its_diff_and_runs(servers, store, workspac
         assert workspace.joinpath("notes.txt").read_text() == "colour: blue\nsize: small\n"
         assert [r["status"] for r in tool_results(screen)] == ["ok"]
         (row,) = screen.query(ToolCallView)
-        assert row.tool_name == "edit_file" and "✓" in row.outcome and row.state == "done"
+        assert row.tool_name == "edit_file" and "✓" in row.outcome.plain and row.state == "done"
         assert [type(v) for v in views(screen)][1:4] == [AssistantMessage, ToolResultMessage, AssistantMessage]
         assert screen.session.conv.messages[-1].content == "Changed the colour to blue."
         tool_message = server.requests()[1]["messages"][-1]
@@ -119,7 +119,7 @@ async def test_a_denied_command_does_not_run_and_the_model_carries_on(servers, s
         sent = server.requests()[1]["messages"][-1]
         assert sent["role"] == "tool" and sent["content"].startswith("denied")
         assert screen.session.conv.messages[-1].content == "Understood, I will not create it."
-        assert "denied" in screen.query_one(ToolCallView).outcome
+        assert "denied" in screen.query_one(ToolCallView).outcome.plain
 
 
 @app_test
@@ -195,7 +195,7 @@ async def test_escape_stops_a_running_command_and_its_process_group(servers, sto
         assert [r["status"] for r in tool_results(screen)] == ["stopped"]
         assert "[stopped by the user]" in messages[-1].content
         assert len(server.requests()) == 1  # stopped: the model is not called again
-        assert "stopped" in screen.query_one(ToolCallView).outcome
+        assert "stopped" in screen.query_one(ToolCallView).outcome.plain
 
 
 @app_test
@@ -220,7 +220,7 @@ async def test_a_call_shows_as_a_row_while_it_streams_in(servers, store, workspa
         assert row.tool_name == "read_file" and "…" in str(row.title)
         await settle(pilot, screen)
 
-        assert row.state == "done" and row.call_id == "call_read" and "✓" in row.outcome
+        assert row.state == "done" and row.call_id == "call_read" and "✓" in row.outcome.plain
         assert json.loads(row.arguments) == {"path": "notes.txt"}
         assert [r["status"] for r in tool_results(screen)] == ["ok"]  # a read never asks
         assert "colour: red" in server.requests()[1]["messages"][-1]["content"]

@@ -81,7 +81,7 @@ async def test_mcp_calls_are_allowed_once_denied_and_always_allowed_through_the_
         session_id = chat.session.info.id
         assert len(rung) == 3  # one bell per prompt: the fourth call did not ask
         assert chat.session.conv.messages[-1].content == "three ran, one was denied"
-        outcomes = {row.call_id: row.outcome for row in chat.query(ToolCallView)}
+        outcomes = {row.call_id: row.outcome.plain for row in chat.query(ToolCallView)}
         assert "denied" in outcomes["c2"] and "✓" in outcomes["c1"] and "✓" in outcomes["c4"]
     assert results["c1"] == "note milk: remember the milk"
     assert results["c2"].startswith("denied")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.markup import escape
+from textual.content import Content
 from textual.message import Message as UIMessage
 from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Label, Static
@@ -121,18 +121,20 @@ class ToolCallView(Folded):
         self.tool_name = str(function.get("name") or "tool")
         self.arguments = function.get("arguments", "")
         self.state = ""  # "" (as stored) | "streaming" | "running" | "done"
-        self.outcome = ""
+        self.outcome = Content("")
         super().__init__(Static(pretty_args(self.arguments), markup=False, classes="detail"),
                          title=self._title_text())
 
-    def _title_text(self, spin: str = "") -> str:
-        title = f"⚙ {escape(self.tool_name)}  {escape(short_args(self.arguments))}"
+    def _title_text(self, spin: str = "") -> Content:
+        # A Content built from parts, never markup: a call's name and arguments are the
+        # model's text (`echo [a` made a markup title raise MarkupError and end the app).
+        title = Content.assemble("⚙ ", self.tool_name, "  ", short_args(self.arguments))
         if self.state == "streaming":
-            return title + "  [dim]…[/]"
+            return title + Content.assemble("  ", ("…", "dim"))
         if self.state == "running":
-            return title + f"  [dim]{spin} running[/]"
+            return title + Content.assemble("  ", (f"{spin} running", "dim"))
         if self.outcome:
-            return title + f"  {self.outcome}"
+            return title + Content("  ") + self.outcome
         return title
 
     def stream(self, name: str | None, piece: str) -> None:
@@ -171,8 +173,8 @@ class ToolCallView(Folded):
 
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-OUTCOME_MARKS = {"ok": "[green]✓[/]", "error": "[red]✗ error[/]", "denied": "[yellow]✗ denied[/]",
-                 "stopped": "[yellow]■ stopped[/]", "interrupted": "[yellow]■ interrupted[/]"}
+OUTCOME_MARKS = {"ok": ("✓", "green"), "error": ("✗ error", "red"), "denied": ("✗ denied", "yellow"),
+                 "stopped": ("■ stopped", "yellow"), "interrupted": ("■ interrupted", "yellow")}
 
 
 def size_text(size: int) -> str:
@@ -181,16 +183,16 @@ def size_text(size: int) -> str:
     return f"{size / 1024:.1f} KB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MB"
 
 
-def outcome_text(status: str, exit_code: int | None, size: int, duration_ms: float | None) -> str:
-    """``✓ exit 0  1.2 KB · 35 ms``: how a call went, for its row (console markup)."""
+def outcome_text(status: str, exit_code: int | None, size: int, duration_ms: float | None) -> Content:
+    """``✓ exit 0  1.2 KB · 35 ms``: how a call went, for its row."""
     if status == "ok" and exit_code not in (None, 0):
-        mark = f"[red]✗ exit {exit_code}[/]"
+        mark = Content.assemble((f"✗ exit {exit_code}", "red"))
     else:
-        mark = OUTCOME_MARKS.get(status, escape(status)) + (f" exit {exit_code}" if exit_code is not None else "")
+        mark = Content.assemble(OUTCOME_MARKS.get(status, status), f" exit {exit_code}" if exit_code is not None else "")
     facts = [size_text(size)] if size or status == "ok" else []
     if duration_ms is not None:
         facts.append(f"{duration_ms / 1000:.1f} s" if duration_ms >= 1000 else f"{duration_ms:.0f} ms")
-    return f"{mark}  [dim]{' · '.join(facts)}[/]" if facts else mark
+    return mark + Content.assemble("  ", (" · ".join(facts), "dim")) if facts else mark
 
 
 
@@ -346,14 +348,14 @@ class ToolResultMessage(MessageView):
         name = self.message.name or str(tool.get("name") or "result")
         head = one_line(first_line(self.message.content)) or "(empty)"
         lines = self.message.content.count("\n") + 1 if self.message.content else 0
-        more = f"  [dim]({lines} lines)[/]" if lines > 1 else ""
+        more = Content.assemble("  ", (f"({lines} lines)", "dim")) if lines > 1 else Content("")
         # How the call went, when it did not go well (its call's row says so too while live).
         if tool.get("status") not in (None, "ok") or tool.get("exit_code") not in (None, 0):
-            more += "  " + outcome_text(str(tool["status"]), tool.get("exit_code"), int(tool.get("bytes") or 0),
+            more += Content("  ") + outcome_text(str(tool["status"]), tool.get("exit_code"), int(tool.get("bytes") or 0),
                                         tool.get("duration_ms"))
         yield Folded(
             Static(self.message.content, markup=False, classes="detail"),
-            title=f"↳ {escape(name)}: {escape(head)}{more}",
+            title=Content.assemble("↳ ", name, ": ", head) + more,  # parts, never markup: the tool's text
             classes="tool-result",
         )
 
@@ -366,7 +368,7 @@ class SystemMessage(MessageView):
         assert self.message is not None
         yield Folded(
             Static(self.message.content, markup=False, classes="detail"),
-            title=f"system prompt: {escape(one_line(first_line(self.message.content)))}",
+            title=Content.assemble("system prompt: ", one_line(first_line(self.message.content))),
         )
 
 
