@@ -247,6 +247,11 @@ def chat_prefill(path: Path, base_url: str, model: str, messages: int | None, co
         totals = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "server_s": 0.0}
 
         def on_turn(number: int, total: int, reports, conv=conv, totals=totals, policy=policy) -> None:
+            if conv.messages[-1].role == "assistant":
+                # A final answer (or calls whose results the slice cut off): the next request
+                # comes after the next user message or results, never with a reply last (a
+                # server would continue it, or refuse one with calls).
+                return
             started = time.perf_counter()
             usage = _one_token(base_url, model, wire_view(conv.messages))
             totals["server_s"] += time.perf_counter() - started

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_tui.analysis.replay import replay
+from hermes_tui.analysis.replay import exchange_ends, replay
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.checks import is_refusal, looks_like_instructions
 from hermes_tui.config import Config
@@ -87,7 +87,8 @@ def test_the_chat_prefill_benchmark_reads_a_real_prefix_cache(small_model_server
     bench = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = bench  # its dataclasses look their module up
     spec.loader.exec_module(bench)
-    steps = sum(1 for m in demo(24) if m.role == "assistant")
+    # A request per step that ends with results (one ending with a reply is not a request).
+    steps = sum(1 for end, _ in exchange_ends(demo(24), "step") if demo(24)[end - 1].role == "tool")
     measured = bench.chat_prefill(DEMO, small_model_server.base_url, small_model_server.model, 24, 4_000)
     for policy in bench.POLICIES:
         figures = measured[policy]
