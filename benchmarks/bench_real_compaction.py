@@ -373,6 +373,8 @@ def main() -> int:
     ap.add_argument("--chat-prefill", action="store_true", help="measure each policy's chat prefill on the server")
     ap.add_argument("--prefill-only", action="store_true",
                     help="only the chat prefill per policy (no compression model run)")
+    ap.add_argument("--extractive-only", action="store_true",
+                    help="only the extractive baseline (no server: seconds, not hours)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--save", type=Path, help="write the JSON here after every session (a long run keeps what it measured)")
     ap.add_argument("--tables", type=Path, nargs="+",
@@ -386,6 +388,11 @@ def main() -> int:
         paths = [p for p in paths if p.name in args.sessions]
     if not paths:
         ap.error("no sessions")
+    if args.extractive_only:
+        for path in paths:
+            base = run_session(path, ExtractiveSummarizer(), args.messages, args.context_limit)
+            print(table(f"{path.name} ({base.steps} steps)", {"extractive": figures([base])}), flush=True)
+        return 0
     started_server = args.base_url is None
     base_url = args.base_url or serve(args.serve, args.port)
     model = args.model or args.serve
