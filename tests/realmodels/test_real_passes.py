@@ -43,7 +43,10 @@ def test_passes_absorb_with_content_written_by_the_model(small_model_server):
     """One pass per agent step over the first steps of a real session: the model's notes are
     absorbed (at least most of them: the rest by the exchange's own notes), never a refusal,
     an instruction or a copy, and the summary keeps the files the steps named."""
-    compactor, counter = compactor_for(small_model_server, policy="per_exchange", limit=4_000)
+    # A window where the steps' results fit beside the tail: at 4,000 tokens the newest step
+    # is over the threshold less the tail's budget, the trim cuts it (the tail under pressure)
+    # and the tail then reaches back over all but two exchanges, too few to judge passes by.
+    compactor, counter = compactor_for(small_model_server, policy="per_exchange", limit=6_000)
     conv = Conversation(counter=counter)
     result = replay(demo(20), conv, compactor, turns="step")
     micro = [r for r in result.reports if r.kind == "micro"]
