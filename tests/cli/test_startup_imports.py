@@ -28,7 +28,8 @@ REPORT = """
 import json, sys
 def report():
     import gc
-    loaded = {m.split(".")[0] for m in sys.modules} | {m for m in sys.modules if m.startswith("hermes_tui.")}
+    names = list(sys.modules)  # one snapshot: a worker thread may be importing meanwhile
+    loaded = {m.split(".")[0] for m in names} | {m for m in names if m.startswith("hermes_tui.")}
     print("MODULES=" + json.dumps(sorted(loaded)), flush=True)
     print("COLLECTOR=" + json.dumps(gc.isenabled()), flush=True)
 """
