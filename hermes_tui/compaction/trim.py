@@ -83,6 +83,13 @@ def is_trimmed(msg: Message) -> bool:
     return isinstance(msg.meta, dict) and META_KEY in msg.meta
 
 
+def original_of(msg: Message) -> str | None:
+    """The id of the result ``msg`` is the trimmed version of, or None."""
+    meta = msg.meta.get(META_KEY) if isinstance(msg.meta, dict) else None
+    original = meta.get("original") if isinstance(meta, dict) else None
+    return original if isinstance(original, str) else None
+
+
 def trimmable(msg: Message, counter: TokenCounter, threshold_tokens: int) -> bool:
     """A tool result over the threshold, never trimmed before, with plain text content."""
     return (

@@ -236,20 +236,24 @@ def _normalized_calls(raw: list[dict[str, Any]] | None, meta: dict[str, Any]) ->
     return calls or None
 
 
-def _over_limits(reply: Message, index: int, call_id: str, result: ToolResult | None) -> ToolResult | None:
-    """The result for a call the limits touched (``result``: the call's own, when it ran)."""
-    limits = reply.meta.get("limits") or {}
-    size = (limits.get("oversized") or {}).get(call_id)
-    if size is not None:
-        result = ToolResult.error(
-            f"not run: its arguments were {size:,} bytes, over the limit of {MAX_ARGUMENT_BYTES:,}; "
-            "write a large file in parts (write_file for the start, then edit_file to add to it)")
-    dropped = limits.get("calls_dropped") or 0
-    if result is not None and dropped and index == len(reply.tool_calls or []) - 1:
-        note = (f"\n[{dropped:,} more tool calls in this reply were not run: at most {MAX_CALLS_PER_REPLY} "
-                "run per reply; ask for the rest in the next one]")
-        result = dataclasses.replace(result, content=result.content + note)
-    return result
+def _not_run(reply: Message, call_id: str) -> ToolResult | None:
+    """The result of a call whose arguments were over the limit (not kept, so not run), or None."""
+    size = ((reply.meta.get("limits") or {}).get("oversized") or {}).get(call_id)
+    if size is None:
+        return None
+    return ToolResult.error(
+        f"not run: its arguments were {size:,} bytes, over the limit of {MAX_ARGUMENT_BYTES:,}; "
+        "write a large file in parts (write_file for the start, then edit_file to add to it)")
+
+
+def _with_dropped_note(reply: Message, index: int, result: ToolResult) -> ToolResult:
+    """The last kept call's result says how many calls of the reply were not kept."""
+    dropped = (reply.meta.get("limits") or {}).get("calls_dropped") or 0
+    if not dropped or index != len(reply.tool_calls or []) - 1:
+        return result
+    note = (f"\n[{dropped:,} more tool calls in this reply were not run: at most {MAX_CALLS_PER_REPLY} "
+            "run per reply; ask for the rest in the next one]")
+    return dataclasses.replace(result, content=result.content + note)
 
 
 class AgentTurn:
@@ -365,14 +369,13 @@ class AgentTurn:
                 call_id, function = call["id"], call["function"]
                 name, arguments = function["name"], function["arguments"]
                 self.listener.call_started(call_id, name, arguments)
-                result = _over_limits(reply, index, call_id, None)
                 try:
-                    if result is None:
-                        result = _over_limits(reply, index, call_id, self._result(name, arguments, cancel))
+                    result = _not_run(reply, call_id) or self._result(name, arguments, cancel)
                 except Exception as exc:  # a bug in approval or the UI's callback: an error result
                     log.exception("tool call %s failed outside the tool", name)
                     result = ToolResult.error(f"{name} failed: {type(exc).__name__}")
-                message = tool_message(call_id, name, self._within_tokens(result))
+                result = _with_dropped_note(reply, index, self._within_tokens(result))
+                message = tool_message(call_id, name, result)
                 self.session.append(message)
                 answered.add(call_id)
                 self.calls += 1

@@ -27,7 +27,7 @@ from textual.message import Message as UIMessage
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hermes_tui.compaction.trim import META_KEY as TRIM_META
+from hermes_tui.compaction.trim import original_of
 from hermes_tui.content_parts import attachments
 from hermes_tui.transcript import Message
 from hermes_tui.tui.widgets.message_views import InfoNote, MessageView, view_for
@@ -66,12 +66,6 @@ def markdown_blocks(text: str) -> int:
             blank = False
     return blocks
 
-
-
-def trimmed_from(message: Message) -> str | None:
-    """The id of the result ``message`` is the trimmed version of (``compaction.trim``), or None."""
-    meta = message.meta.get(TRIM_META) if isinstance(message.meta, dict) else None
-    return meta.get("original") if isinstance(meta, dict) else None
 
 
 def weight(message: Message) -> int:
@@ -461,7 +455,7 @@ class MessageList(VerticalScroll):
         shown = {v.message_id: v for v in self.views() if v.message_id is not None}
         waiting = {w.id: i for i, w in enumerate(self.waiting) if isinstance(w, Message)}
         for message in messages:
-            original = trimmed_from(message)
+            original = original_of(message)
             if original is None or message.id in shown or message.id in waiting:
                 continue
             if original in shown:
