@@ -75,6 +75,12 @@ def test_the_agent_goes_on_while_a_pass_runs_and_the_pass_lands_between_model_ca
     while_held: list[int] = []
 
     def on_request(request: list[dict]) -> None:
+        # A pass in flight reaches the gate before this call counts (on a loaded machine the
+        # agent could otherwise run all its calls before the pass thread gets to the summarizer).
+        deadline = time.monotonic() + GATE_S
+        while (turn.passes.busy and not turn.passes.ready and not summarizer.waiting.is_set()
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
         if summarizer.waiting.is_set():
             while_held.append(len(model.requests))
             if len(while_held) == 3:
@@ -88,6 +94,7 @@ def test_the_agent_goes_on_while_a_pass_runs_and_the_pass_lands_between_model_ca
     turn = AgentTurn(session, tools, max_steps=25)
     try:
         result = turn.run()
+        summarizer.gate.set()  # if the run ended before three held calls: fail below, not hang
         turn.passes.settle()
     finally:
         session.close()
