@@ -120,7 +120,9 @@ def run_headless_turn(args: argparse.Namespace) -> int:
             raise UserError(f"agent.workspace: {exc}") from None
     problem = failure_line(outcome, config.agent.max_steps)
     if problem is None:
-        print(outcome.result.text)
+        from hermes_tui.terminal_text import visible_controls
+
+        print(visible_controls(outcome.result.text))  # the model's text, to a terminal: its escapes shown, not obeyed
     else:
         print(f"hermes-tui: {problem}", file=sys.stderr)
         return 130 if outcome.result.outcome == "stopped" else 1

@@ -62,7 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except user_errors() as exc:
-        print(f"hermes-tui: {exc}", file=sys.stderr)
+        from hermes_tui.terminal_text import visible_controls
+
+        # The message may quote outside text (an endpoint's error, a transcript's value).
+        print(f"hermes-tui: {visible_controls(str(exc))}", file=sys.stderr)
         return 2
 
 

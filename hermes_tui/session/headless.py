@@ -2,7 +2,8 @@
 
 The same loop as the app (``session.agent.AgentTurn``) with no one to ask: anything the
 approval mode does not allow outright is denied, never waited for. Tool activity goes
-to stderr, one line per call; the final answer to stdout. The turn is stored as a
+to stderr, one line per call; the final answer to stdout (both with their control characters
+made visible: ``terminal_text``; the session stores them as they came). The turn is stored as a
 session like any other (``--resume ID`` carries one on); Ctrl-C or SIGTERM stops it
 the way Esc does in the app (the running command's group is killed, every call gets a
 result).
@@ -33,6 +34,7 @@ from hermes_tui.session.fit import RequestSize
 from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.session.wiring import make_tools, start_mcp
 from hermes_tui.store import Store
+from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tools.base import ToolResult
 from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.registry import one_line
@@ -55,11 +57,16 @@ class ActivityPrinter(AgentListener):
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
+    def say(self, line: str) -> None:
+        # Every line quotes outside text (a command, a path, an error a tool or server wrote),
+        # and ``out`` is usually a terminal: its escape sequences must not act there.
+        print(visible_controls(line), file=self.out, flush=True)
+
     def notice(self, text: str) -> None:
-        print(f"note: {text}", file=self.out, flush=True)
+        self.say(f"note: {text}")
 
     def compacting(self, size: RequestSize) -> None:
-        print(f"compacting: {size.describe()}; compacting before the request", file=self.out, flush=True)
+        self.say(f"compacting: {size.describe()}; compacting before the request")
 
     def compacted(self, report: PassReport | None, size: RequestSize) -> None:
         if report is None:
@@ -69,7 +76,7 @@ class ActivityPrinter(AgentListener):
             line = (f"compacted ({report.outcome}): {fields.get('tokens_before', 0):,} -> "
                     f"{fields.get('tokens_after', 0):,} tokens; the request "
                     f"{'fits' if size.fits else 'still does not fit'} ({size.needed:,} of {size.limit or 0:,})")
-        print(line, file=self.out, flush=True)
+        self.say(line)
 
     def call_finished(self, call_id: str, name: str, arguments: Any, result: ToolResult,
                       message: Message) -> None:
@@ -80,7 +87,7 @@ class ActivityPrinter(AgentListener):
         line = f"tool {name} {summarize_arguments(arguments)} -> {outcome}, {_size(result)}, {duration}"
         if result.status.value in ("denied", "error"):
             line += f": {one_line(result.content, 160)}"
-        print(line, file=self.out, flush=True)
+        self.say(line)
 
 
 def summarize_arguments(arguments: Any, limit: int = 80) -> str:
@@ -134,7 +141,7 @@ def _wait_for_servers(mcp: McpManager, config: Config, activity: TextIO) -> None
     mcp.wait(timeout=longest + 5)  # each start has its own bound; this one only guards a hang
     for state in mcp.states():
         if state.status is not ServerStatus.READY and state.reason != "disabled":
-            print(f"mcp {state.line()}", file=activity, flush=True)
+            print(visible_controls(f"mcp {state.line()}"), file=activity, flush=True)  # the server's own words
 
 
 def _run(config: Config, store: Store, prompt: str, tools: Tools, *, resume: str | None, activity: TextIO,

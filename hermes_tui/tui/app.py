@@ -13,6 +13,10 @@ behind it. Details go to the log, never a traceback to the screen.
 The MCP servers of ``mcp_servers`` start in the background when the first session
 opens and serve every session of the app (the chat never waits for them); ``McpHost``
 (app_mcp) holds that part.
+
+Notices (``notify``, from the app and from every screen) are plain text: they quote outside
+text (an MCP server's error, an endpoint's message, a path), so none is read as markup and
+control characters in them show as text (``terminal_text``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from hermes_tui import paths
@@ -38,6 +44,7 @@ from hermes_tui.providers.warm_sdk import warm_openai_sdk
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
+from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tools.approval import Mode
 from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
@@ -374,6 +381,14 @@ class HermesApp(McpHost, App):
             return BenchScreen(config_path=self.config_path)  # runs are saved in self.store
         return None
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A notice, always as plain text: ``markup`` is ignored (``Widget.notify`` passes
+        True for every screen's notice, and what they say is often outside text, where
+        ``[/]`` would raise ``MarkupError`` and ``[bold]`` would restyle it)."""
+        super().notify(visible_controls(str(message)), title=visible_controls(str(title)), severity=severity,
+                       timeout=timeout, markup=False)
+
     def show_error(self, exc: Exception) -> None:
         problem, fix = first_run_problem(exc)
         self.notify(f"{problem}\n{fix}", severity="error", timeout=15)
@@ -387,7 +402,9 @@ class HermesApp(McpHost, App):
             return
         self.exit(
             return_code=1,
-            message=f"hermes-tui: unexpected error ({type(error).__name__}: {error}); details in {paths.log_path()}",
+            # Text, not a str: Rich prints a str as markup, and the error may quote outside text.
+            message=Text(visible_controls(
+                f"hermes-tui: unexpected error ({type(error).__name__}: {error}); details in {paths.log_path()}")),
         )
 
     # --- commands ---------------------------------------------------------------------------

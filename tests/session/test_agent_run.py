@@ -422,3 +422,31 @@ def test_run_resume_of_a_session_open_elsewhere_is_one_line_and_writes_nothing(h
         assert proc.returncode == 2, explain(proc)
         assert proc.stderr.count("\n") == 1 and info.id in proc.stderr, proc.stderr
         assert store.load_active(info.id) == []
+
+
+def test_run_shows_escape_sequences_from_the_model_and_tools_without_sending_them_to_the_terminal(
+        scripted, hermes_home, tmp_path):
+    """A reply and a tool's error carrying OSC 52 (a clipboard write) and a screen clear: stdout
+    and stderr show them as text (␛), the session stores them and the model gets them as they came."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    osc52 = "\x1b]52;c;aGVsbG8=\x07"
+    server = scripted([
+        calls(call("read_file", "c1", path=f"gone{osc52}.txt")),
+        answer(f"Done.{osc52}\x1b[2J\x1b[H"),
+    ])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = subprocess.run(cli_args(config, "Read it", "--workspace", str(workspace)), env=cli_env(hermes_home),
+                          cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == 0, proc
+    assert b"\x1b" not in proc.stdout and b"\x07" not in proc.stdout
+    assert b"\x1b" not in proc.stderr and b"\x07" not in proc.stderr
+    assert proc.stdout.decode() == "Done.␛]52;c;aGVsbG8=␇␛[2J␛[H\n"
+    line, = tool_lines(proc.stderr.decode())
+    assert "-> error" in line and "␛]52;c;aGVsbG8=␇" in line, line
+
+    # Only what is shown changed: the store and the model have the bytes as they came.
+    _, rows = only_session(hermes_home)
+    assert rows[-1]["content"] == f"Done.{osc52}\x1b[2J\x1b[H"
+    sent = server.requests()[1]["messages"]
+    assert osc52 in next(m["content"] for m in sent if m["role"] == "tool")

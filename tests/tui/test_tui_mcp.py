@@ -66,6 +66,12 @@ async def send_and_settle(pilot, app: HermesApp, text: str) -> str:
 # --- tools of real servers, in the transcript ---------------------------------------------------
 
 
+def table_rows(table) -> dict[str, list[str]]:
+    """A table's rows by their first cell, as text (cells of outside text are Rich ``Text``)."""
+    rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+    return {row[0]: row for row in rows}
+
+
 @app_test
 async def test_the_model_calls_stdio_and_http_mcp_tools_and_their_results_land_in_the_transcript(
         scripted, http_mcp_url, hermes_home, tmp_path):
@@ -129,7 +135,7 @@ async def test_a_call_to_a_server_of_trust_ask_prompts_and_the_answer_decides(
 
             screen = await open_tools(pilot, app)
             tools = screen.query_one("#tools")
-            rows = {tools.get_row_at(i)[0]: tools.get_row_at(i) for i in range(tools.row_count)}
+            rows = table_rows(tools)
             assert rows["web__slow"][2] == "runs" and "allowed by the rule 'web__slow'" in rows["web__slow"][3]
             assert rows["web__fail"][2] == "asks"
             assert rows["web__read_note"][2] == "runs"
@@ -172,12 +178,12 @@ async def test_servers_that_exit_or_never_answer_are_shown_and_the_chat_goes_on(
 
             await open_tools(pilot, app)
             table = app.screen.query_one("#servers")
-            rows = {table.get_row_at(i)[0]: table.get_row_at(i) for i in range(table.row_count)}
+            rows = table_rows(table)
             assert str(rows["broken"][3]) == "failed" and "cannot start (no database)" in rows["broken"][4]
             assert str(rows["silent"][3]) == "failed" and "no answer within 15 s" in rows["silent"][4]
             assert str(rows["notes"][3]) == "ready"
             tools = app.screen.query_one("#tools")
-            names = {tools.get_row_at(i)[0]: tools.get_row_at(i) for i in range(tools.row_count)}
+            names = table_rows(tools)
             assert names["read_file"][1:3] == ["built-in", "runs"]
             assert names["run_shell"][2] == "asks"
             assert names["notes__read_note"][1:3] == ["MCP notes", "asks"]  # trust: ask (the default)

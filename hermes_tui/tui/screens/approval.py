@@ -5,6 +5,11 @@ command or the arguments, why it asks, and for an edit the diff it would make, c
 It dismisses with an ``Answer``; Escape denies (the model gets a "denied" result and
 carries on). "Always" is offered only when a rule can hold it (``session.agent.always_rule``:
 a compound command can only be allowed once).
+
+Everything it shows of the call is the model's (the tool, the command, the path, the diff) or
+a rule's text quoting it: it is shown literally, with its control characters visible
+(``widgets.outside``), so the prompt shows the command that would run, not what an escape
+sequence in it makes the terminal draw.
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.message import Message as UIMessage
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from hermes_tui.session.agent import Answer, always_rule
+from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tools.approval import ApprovalRequest
+from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import pretty_args
 
 DIFF_LINES = 400  # a longer diff shows its head and says how much more there is
@@ -28,7 +36,7 @@ DIFF_LINES = 400  # a longer diff shows its head and says how much more there is
 def diff_text(diff: str, limit: int = DIFF_LINES) -> Text:
     """A unified diff, coloured as ``git diff`` does: additions green, removals red, hunks cyan."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    lines = diff.splitlines()
+    lines = visible_controls(diff).splitlines()  # the file's text: its escapes shown, not obeyed
     for line in lines[:limit]:
         if line.startswith(("+++", "---")):
             style = "bold"
@@ -92,9 +100,9 @@ class ApprovalScreen(ModalScreen[Answer]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as dialog:
-            dialog.border_title = f"Allow {self.request.tool}?"
-            yield Static(self.reason, id="reason", markup=False)
-            yield Static(what_it_does(self.request), id="call", markup=False)
+            dialog.border_title = Content.assemble("Allow ", shown(self.request.tool), "?")  # a str title is markup
+            yield Static(shown(self.reason), id="reason")
+            yield Static(shown(what_it_does(self.request)), id="call")
             if self.preview:
                 with VerticalScroll(id="preview"):
                     yield Static(diff_text(self.preview), id="diff")

@@ -65,6 +65,7 @@ from hermes_tui.tui.widgets.bench_view import (
     model_choices,
     model_label,
 )
+from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import human_time
 
 if TYPE_CHECKING:
@@ -171,7 +172,9 @@ class BenchScreen(Screen[None]):
         yield Static("Benchmark · a pass over the bundled sample session, after a warm-up", id="heading",
                      markup=False)
         with Horizontal(id="setup"):
-            models = SelectionList[str](*self._choices(), id="models")
+            # A str prompt is markup; a model's name is a folder's or the config's text.
+            models = SelectionList[str](*((shown(label), value, picked) for label, value, picked in self._choices()),
+                                        id="models")
             models.border_title = "Models (space picks)"
             yield models
             with Vertical(id="options"):
@@ -278,7 +281,7 @@ class BenchScreen(Screen[None]):
 
     def status(self, text: str, *, error: bool = False) -> None:
         line = self.query_one("#status", Static)
-        line.update(" ".join(text.split()))
+        line.update(shown(" ".join(text.split())))  # often an error, quoting a model's or a server's text
         line.set_class(error, "-error")
 
     # --- events ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from hermes_tui.hermes_config import HermesOffer
 from hermes_tui.hub.units import format_bytes, format_duration
 from hermes_tui.logs import get_logger
 from hermes_tui.providers import local_servers
+from hermes_tui.tui.widgets.outside import shown
 
 log = get_logger("tui")
 
@@ -295,7 +296,8 @@ class LocalServers(Vertical):
         status.update("These answer: choose one for the chat" + (" (and the passes, unless a compression model is set)."
                                                                     if self.offer_passes else "."))
         await listing.mount_all(
-            Button(f"Use {s.name}: {s.models[0]}", id=f"server-{i}", classes="server") for i, s in enumerate(self.found)
+            # A str label is markup; the model's name is the server's text.
+            Button(shown(f"Use {s.name}: {s.models[0]}"), id=f"server-{i}", classes="server") for i, s in enumerate(self.found)
         )
 
     def _how_to_start(self) -> str:
@@ -354,7 +356,7 @@ class ModelsOnDisk(Vertical):
         if not self.models:
             return
         await self.query_one("#disk-list", Vertical).mount_all(
-            Button(f"Use {m.name} ({format_bytes(m.size_bytes)})", id=f"disk-{i}", classes="disk-model")
+            Button(shown(f"Use {m.name} ({format_bytes(m.size_bytes)})"), id=f"disk-{i}", classes="disk-model")
             for i, m in enumerate(self.models)
         )
         self.display = True

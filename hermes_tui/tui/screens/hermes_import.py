@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Static
 
 from hermes_tui.session.hermes_import import size, started
 from hermes_tui.store.hermes import HermesSessionInfo
+from hermes_tui.tui.widgets.outside import shown_cell
 
 
 class HermesImportDialog(ModalScreen[str | None]):
@@ -57,7 +58,7 @@ class HermesImportDialog(ModalScreen[str | None]):
         table.add_column(Text("Size", justify="right"), width=13, key="size")
         for s in self.sessions:
             table.add_row(
-                Text(s.title or f"(untitled {s.id})", no_wrap=True, overflow="ellipsis"),
+                shown_cell(s.title or f"(untitled {s.id})", no_wrap=True, overflow="ellipsis"),
                 Text(started(s), no_wrap=True), Text(size(s), justify="right"), key=s.id,
             )
         table.focus()

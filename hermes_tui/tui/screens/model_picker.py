@@ -25,6 +25,7 @@ from hermes_tui import hub
 from hermes_tui.chat.choices import ChoiceError, ModelChoice, endpoint_choices, local_choices
 from hermes_tui.config import ModelConfig
 from hermes_tui.providers.select import resolve_provider
+from hermes_tui.terminal_text import visible_controls
 
 __all__ = ["ModelPicker"]
 
@@ -130,7 +131,7 @@ class ModelPicker(ModalScreen[ModelChoice | None]):
             if listed is None:
                 options.append(Option(Text("  looking…", style="italic"), disabled=True))
             elif isinstance(listed, str):
-                options.append(Option(Text(f"  {listed}"), disabled=True))
+                options.append(Option(Text(visible_controls(f"  {listed}")), disabled=True))  # why listing failed: the server's words
             elif not listed:
                 empty = "nothing here yet: /models downloads MLX models" if group == "local" else "no models listed"
                 options.append(Option(Text(f"  {empty}"), disabled=True))
@@ -153,9 +154,9 @@ class ModelPicker(ModalScreen[ModelChoice | None]):
 
     def _prompt(self, choice: ModelChoice) -> Text:
         text = Text(f"{IN_USE} " if self._in_use(choice) else "  ")
-        text.append(choice.label)
+        text.append(visible_controls(choice.label))  # a model's name, as the server lists it
         if choice.detail and choice.detail != self.cfg.base_url:
-            text.append(f"  {choice.detail}", style="dim")
+            text.append(f"  {visible_controls(choice.detail)}", style="dim")
         return text
 
     # --- choosing --------------------------------------------------------------------------

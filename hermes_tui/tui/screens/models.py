@@ -56,6 +56,7 @@ from hermes_tui.tui.widgets.model_tables import (
     restore_cursor,
     state_mark,
 )
+from hermes_tui.tui.widgets.outside import shown
 
 __all__ = ["ModelsScreen"]
 
@@ -273,14 +274,14 @@ class ModelsScreen(Screen[Config | None]):
         detail = self.query_one("#detail", Static)
         if self._side == "local":
             model = self.selected_local()
-            detail.update(local_detail(model) if model else "")
+            detail.update(shown(local_detail(model)) if model else "")  # a folder's name and path
         else:
             model = self.selected_catalog()
             detail.update(catalog_detail(model, self._local_named(model.repo)) if model else "")
 
     def status(self, text: str, *, error: bool = False) -> None:
         line = self.query_one("#status", Static)
-        line.update(" ".join(text.split()))
+        line.update(shown(" ".join(text.split())))  # often an error, quoting a server's or a file's text
         line.set_class(error, "-error")
 
     # --- actions -------------------------------------------------------------------------

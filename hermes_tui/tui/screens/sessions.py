@@ -27,6 +27,7 @@ from hermes_tui.session.hermes_import import conversations, hermes_db, read_all,
 from hermes_tui.store import SearchHit, SessionInfo, Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.store.hermes import HermesImportError
+from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tui.screens.dialogs import (
     ConfirmDialog,
     ExportDialog,
@@ -34,6 +35,7 @@ from hermes_tui.tui.screens.dialogs import (
     TextPromptDialog,
 )
 from hermes_tui.tui.screens.hermes_import import HermesImportDialog
+from hermes_tui.tui.widgets.outside import shown_cell
 from hermes_tui.tui.widgets.text import human_time
 
 __all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]  # ExportDialog: from dialogs
@@ -188,7 +190,7 @@ class SessionsScreen(Screen[str | None]):
         now = time.time()
         for info in self._sessions.values():
             is_open = info.id == self.current_id
-            title = Text(info.title or f"(untitled {info.id[:8]})", no_wrap=True, overflow="ellipsis")
+            title = shown_cell(info.title or f"(untitled {info.id[:8]})", no_wrap=True, overflow="ellipsis")
             if info.kind == "replay":  # stored by ``compact``, not a conversation of the user's
                 title = Text.assemble(("replay ", "dim"), title, no_wrap=True, overflow="ellipsis")
             table.add_row(
@@ -206,7 +208,7 @@ class SessionsScreen(Screen[str | None]):
         table.add_column("Match", width=max(20, width - session_width - 4), key="match")
         for hit in hits:
             table.add_row(
-                Text(hit.title or hit.session_id[:8], no_wrap=True, overflow="ellipsis"),
+                shown_cell(hit.title or hit.session_id[:8], no_wrap=True, overflow="ellipsis"),
                 _snippet(hit),
                 key=hit.message_id,
             )
@@ -389,7 +391,7 @@ def _snippet(hit: SearchHit) -> Text:
     """The FTS snippet with its [matches] in bold, after the role (and "archived")."""
     where = hit.role + (" · archived" if hit.state == "archived" else "")
     text = Text(f"{where}  ", style="dim", no_wrap=True, overflow="ellipsis")
-    body = " ".join(hit.snippet.split())
+    body = visible_controls(" ".join(hit.snippet.split()))
     last = 0
     for match in re.finditer(r"\[([^\[\]]*)\]", body):
         text.append(body[last : match.start()])

@@ -12,6 +12,10 @@ its own thread when the manager reports a change (and on a timer, for what a rep
 may miss). ``r`` or the button restarts the selected server, without waiting for it. When the
 app's servers are replaced (new settings), the app hands the screen the tools of the new
 ones (``show_tools``): the screen open never shows a manager that is gone.
+
+Tool names, server names and a server's reason for failing are the servers' own text: every
+cell is a ``Text`` made by ``widgets.outside`` (a ``str`` cell is parsed as markup; ``[/]``
+in a server's error raised ``MarkupError``), with control characters visible.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from textual.widgets import Button, DataTable, Footer, Static
 from hermes_tui.tools.approval import Action, ApprovalRequest, decide
 from hermes_tui.tools.base import Tool, ToolKind
 from hermes_tui.tools.mcp import McpTool, ServerState, ServerStatus
+from hermes_tui.tui.widgets.outside import shown, shown_cell
 
 if TYPE_CHECKING:
     from hermes_tui.session.agent import Tools
@@ -50,7 +55,7 @@ def approval_of(tool: Tool, tools: Tools) -> tuple[str, str]:
     return SHOWN[decision.action], decision.reason
 
 
-def server_row(state: ServerState) -> tuple[str, str, str, Text, str]:
+def server_row(state: ServerState) -> tuple[Text, Text, Text, Text, Text]:
     """name, transport, trust, state (styled), detail: the reason, or the tools offered."""
     if state.status is ServerStatus.READY:
         count = len(state.tools)
@@ -61,7 +66,8 @@ def server_row(state: ServerState) -> tuple[str, str, str, Text, str]:
             detail += f"; {len(state.notes)} left out: {state.notes[0]}"
     else:
         detail = state.reason
-    return state.name, state.transport, state.trust, Text(state.status.value, style=STATUS_STYLE[state.status]), detail
+    return (shown_cell(state.name), shown_cell(state.transport), shown_cell(state.trust),
+            Text(state.status.value, style=STATUS_STYLE[state.status]), shown_cell(detail))
 
 
 class ToolsScreen(Screen[None]):
@@ -93,8 +99,7 @@ class ToolsScreen(Screen[None]):
         return self.tools.mcp
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Tools · approval mode: {self.tools.mode.value} · workspace: {self.tools.key}",
-                     id="heading", markup=False)
+        yield Static(self._heading(), id="heading")
         yield Static("Tools", classes="section")
         yield DataTable(id="tools", cursor_type="row", zebra_stripes=True)
         yield Static("Rules for this workspace", classes="section")
@@ -121,10 +126,12 @@ class ToolsScreen(Screen[None]):
         """Show ``tools`` from now on (the app's, after its servers were replaced)."""
         self.tools = tools
         self._shown = None
-        self.query_one("#heading", Static).update(
-            f"Tools · approval mode: {tools.mode.value} · workspace: {tools.key}")
+        self.query_one("#heading", Static).update(self._heading())
         self._show_parts()
         self.refresh_servers()
+
+    def _heading(self):
+        return shown(f"Tools · approval mode: {self.tools.mode.value} · workspace: {self.tools.key}")
 
     def _show_parts(self) -> None:
         servers = self.mcp is not None
@@ -154,11 +161,11 @@ class ToolsScreen(Screen[None]):
         table.clear()
         for tool in self.tools.registry:
             source = f"MCP {tool.server}" if isinstance(tool, McpTool) else "built-in"
-            shown, why = approval_of(tool, self.tools)
-            table.add_row(tool.name, source, shown, why, key=tool.name)
+            state, why = approval_of(tool, self.tools)
+            table.add_row(shown_cell(tool.name), shown_cell(source), state, shown_cell(why), key=tool.name)  # state: ours
         rules = [f"always {r.action.value}: {r}" for r in self._kept_rules()]
         rules += [f"this session {r.action.value}: {r}" for r in self.tools.session_rules.rules(self.tools.key)]
-        self.query_one("#rules", Static).update("\n".join(rules) or "none (answer \"always\" to a prompt to add one)")
+        self.query_one("#rules", Static).update(shown("\n".join(rules) or "none (answer \"always\" to a prompt to add one)"))
 
     def _kept_rules(self):
         try:

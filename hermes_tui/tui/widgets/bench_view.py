@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Label, Sparkline, Static
 
 from hermes_tui.analysis.bench_results import BenchRun, is_success
 from hermes_tui.hub.units import format_bytes
+from hermes_tui.tui.widgets.outside import shown, shown_cell
 from hermes_tui.tui.widgets.text import human_time
 
 __all__ = ["ChartRow", "DurationBar", "HistoryTable", "fill_chart", "fill_history", "fill_results", "model_choices",
@@ -81,7 +82,7 @@ class ChartRow(Horizontal):
         self.run_name, self.median, self.maximum, self.durations = name, median, maximum, durations
 
     def compose(self) -> ComposeResult:
-        yield Label(self.run_name, classes="name", markup=False)
+        yield Label(shown(self.run_name), classes="name")  # a model's name: a folder's or a server's
         yield DurationBar(self.median or 0.0, self.maximum)
         yield Label(f"{_seconds(self.median)} s" if self.median is not None else "-", classes="value", markup=False)
         yield Sparkline(self.durations)
@@ -144,7 +145,7 @@ def fill_results(table: DataTable, runs: list[BenchRun], *, wide: bool, width: i
                          width=width, key=label.lower())
     for n, run in enumerate(runs):
         m = run.medians
-        name = Text(model_label(run.model, short=not wide), no_wrap=True, overflow="ellipsis")
+        name = shown_cell(model_label(run.model, short=not wide), no_wrap=True, overflow="ellipsis")
         if run.cancelled:
             name.append(" (cancelled)", style="dim")
         figures = [
@@ -155,7 +156,7 @@ def fill_results(table: DataTable, runs: list[BenchRun], *, wide: bool, width: i
         ]
         cells: list[object] = [name]
         if wide:
-            cells += [human_time(run.started_at), run.provider]
+            cells += [human_time(run.started_at), shown_cell(run.provider)]
         cells += [Text(value, justify="right") for value in figures]
         table.add_row(*cells, key=str(n))
 
@@ -197,10 +198,10 @@ def fill_history(table: DataTable, history: list[BenchRun], shown: list[BenchRun
     for run in history:
         cells: list[object] = [
             Text(SHOWN if run.id in shown_ids else "", style="bold"),
-            Text(model_label(run.model, short=not wide), no_wrap=True, overflow="ellipsis"),
+            shown_cell(model_label(run.model, short=not wide), no_wrap=True, overflow="ellipsis"),
             Text(str(run.id), justify="right"),
             human_time(run.started_at),
-            run.provider,
+            shown_cell(run.provider),
             Text(str(len(run.passes)), justify="right"),
             Text(_seconds(run.medians.get("duration_s")), justify="right"),
         ]
@@ -210,7 +211,7 @@ def fill_history(table: DataTable, history: list[BenchRun], shown: list[BenchRun
             cells += [
                 Text(_num(run.medians.get("generation_tps"), 0), justify="right"),
                 Text(_num(run.medians.get("peak_memory_gb"), 2), justify="right"),
-                Text(f"{machine}{f' ({device})' if device else ''}", no_wrap=True, overflow="ellipsis"),
+                shown_cell(f"{machine}{f' ({device})' if device else ''}", no_wrap=True, overflow="ellipsis"),
             ]
         table.add_row(*cells, key=str(run.id))
     if keep is not None:

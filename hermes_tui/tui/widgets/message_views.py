@@ -1,5 +1,9 @@
 """One view per transcript message: user, assistant (streamed), tool call and result, system,
-marker, note. Each carries the id of the message it shows (None: not in the transcript yet)."""
+marker, note. Each carries the id of the message it shows (None: not in the transcript yet).
+
+What a message holds is outside text (a model's, a tool's, an imported transcript's): it is
+shown through ``outside`` (literal, never markup, its control characters visible) and kept
+as it came in ``message``."""
 
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Label, Static
 
 from hermes_tui.content_parts import attachments
+from hermes_tui.terminal_text import visible_controls
 from hermes_tui.transcript import Message
+from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import (
     attachment_label,
     body_text,
@@ -60,7 +66,7 @@ def warm_markdown() -> threading.Thread:
 def attachment_rows(message: Message | None) -> list[Static]:
     if message is None or message.parts is None:
         return []
-    return [Static(attachment_label(a), markup=False, classes="note part-placeholder") for a in attachments(message.parts)]
+    return [Static(shown(attachment_label(a)), classes="note part-placeholder") for a in attachments(message.parts)]
 
 
 
@@ -89,7 +95,7 @@ class UserMessage(MessageView):
     def compose(self) -> ComposeResult:
         rows = attachment_rows(self.message)
         if self.text or not rows:
-            yield Static(self.text, markup=False, classes="body")
+            yield Static(shown(self.text), classes="body")
         yield from rows
 
 
@@ -122,13 +128,13 @@ class ToolCallView(Folded):
         self.arguments = function.get("arguments", "")
         self.state = ""  # "" (as stored) | "streaming" | "running" | "done"
         self.outcome = Content("")
-        super().__init__(Static(pretty_args(self.arguments), markup=False, classes="detail"),
+        super().__init__(Static(shown(pretty_args(self.arguments)), classes="detail"),
                          title=self._title_text())
 
     def _title_text(self, spin: str = "") -> Content:
         # A Content built from parts, never markup: a call's name and arguments are the
         # model's text (`echo [a` made a markup title raise MarkupError and end the app).
-        title = Content.assemble("⚙ ", self.tool_name, "  ", short_args(self.arguments))
+        title = Content.assemble("⚙ ", shown(self.tool_name), "  ", shown(short_args(self.arguments)))
         if self.state == "streaming":
             return title + Content.assemble("  ", ("…", "dim"))
         if self.state == "running":
@@ -152,7 +158,7 @@ class ToolCallView(Folded):
         self.tool_name = str(function.get("name") or "tool")
         self.arguments = function.get("arguments", "")
         self.state = ""
-        self.query_one(".detail", Static).update(pretty_args(self.arguments))
+        self.query_one(".detail", Static).update(shown(pretty_args(self.arguments)))
         self.title = self._title_text()
 
     def start(self) -> None:
@@ -188,7 +194,7 @@ def outcome_text(status: str, exit_code: int | None, size: int, duration_ms: flo
     if status == "ok" and exit_code not in (None, 0):
         mark = Content.assemble((f"✗ exit {exit_code}", "red"))
     else:
-        mark = Content.assemble(OUTCOME_MARKS.get(status, status), f" exit {exit_code}" if exit_code is not None else "")
+        mark = Content.assemble(OUTCOME_MARKS.get(status, shown(status)), f" exit {exit_code}" if exit_code is not None else "")
     facts = [size_text(size)] if size or status == "ok" else []
     if duration_ms is not None:
         facts.append(f"{duration_ms / 1000:.1f} s" if duration_ms >= 1000 else f"{duration_ms:.0f} ms")
@@ -214,7 +220,7 @@ class AssistantMessage(MessageView):
             self.add_class("-stopped")
 
     def compose(self) -> ComposeResult:
-        content = body_text(self.message) if self.message is not None else ""
+        content = visible_controls(body_text(self.message)) if self.message is not None else ""
         if self.message is None:  # a reply about to stream in
             yield streaming_markdown_widget()(content, classes="body")
         elif content:
@@ -229,7 +235,7 @@ class AssistantMessage(MessageView):
     async def write(self, text: str) -> None:
         if self._stream is None:
             self._stream = ThrottledMarkdownStream(self.query_one(markdown_widget()))
-        self._stream.write(text)
+        self._stream.write(visible_controls(text))
 
     async def finish(self, message: Message | None) -> None:
         """The reply is complete (``message``) or abandoned (None: not kept)."""
@@ -241,8 +247,9 @@ class AssistantMessage(MessageView):
         if message is not None:
             self.message = message
             markdown = self.query_one(markdown_widget())
-            if markdown.source != message.content:
-                await markdown.update(message.content)
+            content = visible_controls(message.content)
+            if markdown.source != content:
+                await markdown.update(content)
             await self._settle_calls(message.tool_calls or [])
             if message.meta.get("stopped") and not self.has_class("-stopped"):
                 self.add_class("-stopped")
@@ -354,8 +361,8 @@ class ToolResultMessage(MessageView):
             more += Content("  ") + outcome_text(str(tool["status"]), tool.get("exit_code"), int(tool.get("bytes") or 0),
                                         tool.get("duration_ms"))
         yield Folded(
-            Static(self.message.content, markup=False, classes="detail"),
-            title=Content.assemble("↳ ", name, ": ", head) + more,  # parts, never markup: the tool's text
+            Static(shown(self.message.content), classes="detail"),
+            title=Content.assemble("↳ ", shown(name), ": ", shown(head)) + more,  # parts, never markup: the tool's text
             classes="tool-result",
         )
 
@@ -367,8 +374,8 @@ class SystemMessage(MessageView):
     def compose(self) -> ComposeResult:
         assert self.message is not None
         yield Folded(
-            Static(self.message.content, markup=False, classes="detail"),
-            title=Content.assemble("system prompt: ", one_line(first_line(self.message.content))),
+            Static(shown(self.message.content), classes="detail"),
+            title=Content.assemble("system prompt: ", shown(one_line(first_line(self.message.content)))),
         )
 
 
@@ -395,7 +402,7 @@ class MarkerMessage(MessageView):
             facts.append(f"{meta['tokens_saved_total']:,} tokens saved")
         title = "context compacted" + (f" · {' · '.join(facts)}" if facts else "")
         with Folded(title=title, classes="marker-row"):
-            yield markdown_widget()(str(meta.get("summary", "")) or "_(empty summary)_", classes="summary")
+            yield markdown_widget()(visible_controls(str(meta.get("summary", ""))) or "_(empty summary)_", classes="summary")
             yield Button("Show archived originals", id="show-archived", compact=True)
             yield Vertical(classes="archived")
 
@@ -430,12 +437,13 @@ class InfoNote(MessageView):
         self.add_class(f"-{severity}")
 
     def compose(self) -> ComposeResult:
+        # A note is the app's text, but it may quote outside text (an error, the summary).
         if self.note_title:
-            yield Label(self.note_title, classes="note-title", markup=False)
+            yield Label(shown(self.note_title), classes="note-title")
         if self.markdown:
-            yield markdown_widget()(self.text, classes="body")
+            yield markdown_widget()(visible_controls(self.text), classes="body")
         else:
-            yield Static(self.text, classes="body", markup=False)
+            yield Static(shown(self.text), classes="body")
 
 
 def view_for(message: Message) -> MessageView:
