@@ -10,13 +10,16 @@ What Landlock can and cannot say, and how the policy is fitted to it:
 
 - It is an allow-list: a right granted on a directory holds for everything beneath it, and
   nothing beneath can take it back. So a folder that must stay read-only inside a writable
-  one (``.git`` in the workspace) is kept so by granting write on each of its siblings
-  instead of on the parent, walking down to it (``_grant``); the directories on the way
-  get read rights only. The cost: in such a directory (the workspace root, always, since
-  ``.git`` is protected even before it exists) a command cannot create, delete or rename
-  entries; it can rewrite the files already there, and do anything in the folders below.
-  The same walk hides paths inside a readable folder (``/etc/shadow``; a tool prefix's
-  ``credentials.toml``).
+  one (``.git`` in the workspace) is, when it exists and user namespaces are allowed, bound
+  read-only onto itself in a mount namespace of the command's own (``_read_only_binds``),
+  and the workspace is granted whole. Otherwise (no user namespaces, or a protected path
+  that does not exist yet: a workspace that is not a git repository, where ``git init`` or
+  ``mkdir .git`` must stay refused) it is kept out by granting write on each of its
+  siblings instead of on the parent, walking down to it (``_grant``); the directories on
+  the way get read rights only. The cost, then: in such a directory (the workspace root) a
+  command cannot create, delete or rename entries; it can rewrite the files already there,
+  and do anything in the folders below. The same walk hides paths inside a readable folder
+  (``/etc/shadow``; a tool prefix's ``credentials.toml``).
 - Symlinks met on that walk get no rule (a rule on one would land on its target).
 - TCP bind/connect are denied from ABI 4; other sockets (UDP, unix sockets: a Docker or
   ssh-agent socket) are not Landlock's, so a seccomp filter refuses ``socket()`` for every
@@ -188,6 +191,12 @@ def confine(*, read: list[str], write: list[str], protected: list[str], hidden: 
         raise SandboxError(0, "seccomp is not available: sockets cannot be denied")
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # needed by both, and no setuid way out
         raise SandboxError(ctypes.get_errno(), "cannot set no_new_privs")
+    # Protected paths that exist are made read-only by a bind mount where user namespaces
+    # allow it, so the folder around them stays wholly writable; the others (a .git that
+    # does not exist yet) are kept out by the walk, which costs their parent its entries.
+    existing = [p for p in protected if os.path.lexists(p) and any(_inside(p, w) for w in write)]
+    if existing and _read_only_binds(existing):
+        protected = [p for p in protected if p not in existing]
     ruleset = _Ruleset(abi, network)
     for path in read:
         _grant(ruleset, path, READ, hidden, READ_DIR)
@@ -199,6 +208,46 @@ def confine(*, read: list[str], write: list[str], protected: list[str], hidden: 
     if not network:
         _deny_sockets()
     return abi
+
+
+# --- read-only bind mounts -------------------------------------------------------------
+
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+# statvfs flags -> the mount flags a remount must keep (a user namespace may not drop them).
+_KEEP_FLAGS = {os.ST_NOSUID: 2, os.ST_NODEV: 4, os.ST_NOEXEC: 8, os.ST_NOATIME: 1024,
+               os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
+
+
+def _mount(source: str | None, target: str, flags: int) -> None:
+    if _libc.mount(source and source.encode(), target.encode(), None, ctypes.c_ulong(flags), None) != 0:
+        err = ctypes.get_errno()
+        raise SandboxError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _read_only_binds(paths: list[str]) -> bool:
+    """Make ``paths`` read-only for this process and its children: a new user and mount
+    namespace (the user's own uid and gid mapped to themselves, so ownership reads the same
+    for their files; other owners show as nobody), each path bound onto itself read-only.
+    False where user namespaces are not allowed, or a mount fails (nothing is then relied
+    on: the caller keeps those paths out with Landlock rules). Undoing a mount later is not
+    possible: Landlock refuses mount and umount to a confined process."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNS)) != 0:
+        return False
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        _mount(None, "/", MS_REC | MS_PRIVATE)  # nothing done here reaches the app's namespace
+        for path in paths:
+            _mount(path, path, MS_BIND | MS_REC)
+            kept = os.statvfs(path).f_flag
+            flags = sum(flag for st, flag in _KEEP_FLAGS.items() if kept & st)
+            _mount(None, path, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+    except OSError:
+        return False
+    return True
 
 
 # --- seccomp ----------------------------------------------------------------------------
