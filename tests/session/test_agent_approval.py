@@ -5,7 +5,6 @@ where the app's approval modal answers."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from pathlib import Path
 
@@ -30,10 +29,6 @@ def layout(tmp_path) -> tuple[Path, Path]:
     workspace, outside = tmp_path / "ws", tmp_path / "outside"
     workspace.mkdir()
     outside.mkdir()
-    # A git repository, as most workspaces are: the OS sandbox binds its .git read-only and
-    # leaves the root writable (in a workspace without one, commands cannot create entries
-    # at the root: tests/tools/test_sandbox.py).
-    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     (outside / "secret.txt").write_text("outside text\n")
     (workspace / "link").symlink_to(outside)
     (workspace / "notes.txt").write_text("hello world\n")
@@ -110,7 +105,7 @@ def test_always_for_a_compound_command_allows_that_call_only(scripted, hermes_ho
     assert "compound" in asked.prompts[0][3]
     assert stored == [] and tools.session_rules.rules(tools.key) == []  # no rule can allow a compound command
     assert results["c1"][0] == "ok" and results["c2"][0] == "denied"
-    assert sorted(p.name for p in workspace.iterdir()) == [".git", "a", "b", "link", "notes.txt"]
+    assert sorted(p.name for p in workspace.iterdir()) == ["a", "b", "link", "notes.txt"]
 
 
 def test_a_path_outside_asks_even_in_full_mode_and_is_used_only_when_approved(scripted, hermes_home, layout):

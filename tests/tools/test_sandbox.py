@@ -170,18 +170,16 @@ def test_the_workspace_root_of_a_git_repository_stays_writable(box):
     assert not (box.ws / ".git" / "config2").exists()
 
 
-def test_a_workspace_without_git_gets_no_dot_git(box):
-    """Where .git does not exist yet it cannot be bound: Landlock keeps it out, and the root
-    then takes no new entries (existing files there are still rewritten in place)."""
+def test_a_workspace_without_git_keeps_a_writable_root(box):
+    """A .git that does not exist cannot be bound read-only, and keeping it out with Landlock
+    would cost the root its entries: such a workspace's root stays writable (documented:
+    a command there can create a .git; the approval rules decide whether it runs)."""
     import shutil
 
     shutil.rmtree(box.ws / ".git")
-    result = box.run("git init -q . 2>&1; mkdir .git; touch new-top-level.txt; echo more >> a.txt")
-    assert not (box.ws / ".git").exists() and not (box.ws / "new-top-level.txt").exists()
-    if box.mode is not Mode.READ_ONLY:
-        assert (box.ws / "a.txt").read_text() == "workspace text\nmore\n"
-    result = box.run("mkdir -p src/deep && echo x > src/deep/f && echo ok")
-    assert (result.exit_code == 0) == (box.mode is not Mode.READ_ONLY)
+    result = box.run("touch new-top-level.txt && echo more >> a.txt && echo ok")
+    assert (result.exit_code == 0) == (box.mode is not Mode.READ_ONLY), result.content
+    assert (box.ws / "new-top-level.txt").exists() == (box.mode is not Mode.READ_ONLY)
 
 
 def test_stop_still_kills_the_group(box):
@@ -207,3 +205,25 @@ def test_full_mode_has_no_sandbox(tmp_path, monkeypatch):
                       sandbox=Sandbox(Mode.FULL, layout_home.resolve(), str(tmp_path)))
     result = builtin_registry().dispatch("run_shell", json.dumps({"command": f"echo x > {target}"}), ctx)
     assert result.exit_code == 0 and target.exists()
+
+
+def test_without_user_namespaces_dot_git_is_walked_around(tmp_path, monkeypatch):
+    """The fallback where user namespaces are refused: Landlock alone keeps .git read-only,
+    and the workspace root then takes no new entries (its existing files are rewritten)."""
+    import sys
+
+    require_sandbox()
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path / "hermes-tui-home"))
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes-agent-home"))
+    box = Layout(tmp_path, Mode.AUTO_EDIT)
+    policy = policy_for(Mode.AUTO_EDIT, box.ws.resolve(), box.tmp, env=box.env)
+    code = ("import sys; import hermes_tui.tools.sandbox.landlock as l; l._read_only_binds = lambda p: False; "
+            "from hermes_tui.tools.sandbox.launch import main; sys.exit(main())")
+    script = ("touch .git/hooks/x; touch new.txt; echo more >> a.txt; mkdir -p src/d && echo y > src/d/f; "
+              "git status --short")
+    out = subprocess.run([sys.executable, "-c", code, policy.to_json(), "--", "/bin/bash", "-c", script],
+                         cwd=box.ws, env=box.env, capture_output=True, text=True)
+    assert not (box.ws / ".git" / "hooks" / "x").exists() and not (box.ws / "new.txt").exists()
+    assert (box.ws / "a.txt").read_text() == "workspace text\nmore\n"
+    assert (box.ws / "src" / "d" / "f").read_text() == "y\n"
+    assert " M a.txt" in out.stdout, out.stderr

@@ -12,13 +12,15 @@ What Landlock can and cannot say, and how the policy is fitted to it:
   nothing beneath can take it back. So a folder that must stay read-only inside a writable
   one (``.git`` in the workspace) is, when it exists and user namespaces are allowed, bound
   read-only onto itself in a mount namespace of the command's own (``_read_only_binds``),
-  and the workspace is granted whole. Otherwise (no user namespaces, or a protected path
-  that does not exist yet: a workspace that is not a git repository, where ``git init`` or
-  ``mkdir .git`` must stay refused) it is kept out by granting write on each of its
-  siblings instead of on the parent, walking down to it (``_grant``); the directories on
-  the way get read rights only. The cost, then: in such a directory (the workspace root) a
-  command cannot create, delete or rename entries; it can rewrite the files already there,
-  and do anything in the folders below. The same walk hides paths inside a readable folder
+  and the workspace is granted whole. Without user namespaces it is kept out by granting
+  write on each of its siblings instead of on the parent, walking down to it (``_grant``);
+  the directories on the way get read rights only. The cost, then: in such a directory
+  (the workspace root) a command cannot create, delete or rename entries; it can rewrite
+  the files already there, and do anything in the folders below. A protected path that
+  does not exist (the ``.git`` of a workspace that is not a repository) cannot be bound,
+  and walking around it would cost every such workspace its root's entries: it is not
+  protected, and a command there can create a ``.git`` (the approval rules still decide
+  whether such a command runs). The same walk hides paths inside a readable folder
   (``/etc/shadow``; a tool prefix's ``credentials.toml``).
 - Symlinks met on that walk get no rule (a rule on one would land on its target).
 - TCP bind/connect are denied from ABI 4; other sockets (UDP, unix sockets: a Docker or
@@ -191,12 +193,14 @@ def confine(*, read: list[str], write: list[str], protected: list[str], hidden: 
         raise SandboxError(0, "seccomp is not available: sockets cannot be denied")
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # needed by both, and no setuid way out
         raise SandboxError(ctypes.get_errno(), "cannot set no_new_privs")
-    # Protected paths that exist are made read-only by a bind mount where user namespaces
-    # allow it, so the folder around them stays wholly writable; the others (a .git that
-    # does not exist yet) are kept out by the walk, which costs their parent its entries.
-    existing = [p for p in protected if os.path.lexists(p) and any(_inside(p, w) for w in write)]
-    if existing and _read_only_binds(existing):
-        protected = [p for p in protected if p not in existing]
+    # Protected paths are made read-only by a bind mount where user namespaces allow it, so
+    # the folder around them stays wholly writable; else the walk keeps them out, which
+    # costs their parent its entries. One that does not exist (the .git of a workspace that
+    # is not a repository) is neither: keeping it from being created would cost the
+    # workspace root its entries in every such workspace (no `touch x`, no `cargo init`).
+    protected = [p for p in protected if os.path.lexists(p) and any(_inside(p, w) for w in write)]
+    if protected and _read_only_binds(protected):
+        protected = []
     ruleset = _Ruleset(abi, network)
     for path in read:
         _grant(ruleset, path, READ, hidden, READ_DIR)

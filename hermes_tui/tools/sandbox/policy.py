@@ -89,7 +89,7 @@ def git_dirs(workspace: Path) -> tuple[list[str], list[str]]:
     """The git directories a workspace uses: (to read, to keep read-only inside it)."""
     read: list[str] = []
     dot_git = workspace / ".git"
-    protected = [str(dot_git)]  # even before it exists: `git init` by a command is refused
+    protected = [str(dot_git)]  # bound read-only when it exists (see landlock.py)
     for folder in (workspace, *workspace.parents):
         candidate = folder / ".git"
         if candidate.is_dir():
