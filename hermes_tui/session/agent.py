@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import threading
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -52,6 +54,7 @@ from hermes_tui.tools.approval import (
     REPEAT_LIMIT,
     Action,
     ApprovalRequest,
+    Decision,
     MemoryRuleStore,
     Mode,
     RepeatTracker,
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
     from hermes_tui.config import AgentConfig
     from hermes_tui.session.session import Session
     from hermes_tui.tools.mcp import McpManager
+    from hermes_tui.tools.sandbox.support import Sandbox
 
 log = get_logger("agent")
 
@@ -130,6 +134,9 @@ class Tools:
     max_output_bytes: int = 32_000
     shell_timeout_s: float = 120.0
     mcp: McpManager | None = None  # its ready servers' tools join ``registry`` before each request
+    # The private temp dir of this conversation's commands (TMPDIR), made at the first call.
+    tmpdir: str | None = field(default=None, init=False, repr=False)
+    sandbox_noticed: bool = field(default=False, init=False)  # "no sandbox here" is said once
 
     @classmethod
     def from_config(cls, agent: AgentConfig, registry: ToolRegistry, *, rules: RuleStore | None = None,
@@ -164,9 +171,20 @@ class Tools:
             kept = []
         return kept + self.session_rules.rules(self.key)
 
+    def sandbox(self) -> Sandbox:
+        """The OS sandbox of a command run now: in the current mode (``/mode`` changes it
+        between calls), with this conversation's temp dir (removed with it, or at exit)."""
+        from hermes_tui.tools.sandbox.support import Sandbox, make_tmpdir
+
+        if self.tmpdir is None:
+            self.tmpdir = make_tmpdir()
+            weakref.finalize(self, shutil.rmtree, self.tmpdir, ignore_errors=True)
+        return Sandbox(self.mode, self.workspace.root, self.tmpdir)
+
     def context(self, cancel: threading.Event, approve_outside=None) -> ToolContext:
         return ToolContext(workspace=self.workspace, cancel=cancel, max_output_bytes=self.max_output_bytes,
-                           shell_timeout_s=self.shell_timeout_s, approve_outside=approve_outside)
+                           shell_timeout_s=self.shell_timeout_s, approve_outside=approve_outside,
+                           sandbox=self.sandbox())
 
 
 @dataclass
@@ -279,6 +297,7 @@ class AgentTurn:
         StoreError when a message cannot be stored."""
         cancel = cancel or threading.Event()
         reply: Message | None = None
+        self._sandbox_notice()
         for step in range(1, self.max_steps + 1):
             self._catch_up(cancel)
             self.passes.publish_ready()
@@ -357,6 +376,20 @@ class AgentTurn:
                 self.listener.tool_delta(event)
         return done
 
+    def _sandbox_notice(self) -> None:
+        """Once per conversation, where commands would run unconfined: that they do, and
+        that every command not on the allowlist asks."""
+        tools = self.tools
+        if tools is None or tools.sandbox_noticed or tools.mode is Mode.FULL:
+            return
+        from hermes_tui.tools.sandbox.support import available
+
+        support = available()
+        if not support.available:
+            tools.sandbox_noticed = True
+            self.listener.notice(f"No OS sandbox here ({support.reason}): commands are not confined, "
+                                 "so every command that is not on the read-only allowlist asks first")
+
     def _tool_less(self, text: str) -> None:
         if not self.session.tool_less_noticed:
             self.session.tool_less_noticed = True
@@ -417,6 +450,7 @@ class AgentTurn:
         repeats = tools.repeats.observe(call.name, call.arguments)
         request = build_request(call.tool, call.arguments, tools.workspace, repeats)
         decision = decide(request, mode=tools.mode, rules=tools.all_rules(), interactive=self.ask is not None)
+        decision = self._unconfined(request, decision)
         approve_outside = None
         if decision.action is Action.DENY:
             return ToolResult.denied(decision.reason)
@@ -434,6 +468,25 @@ class AgentTurn:
                 tools.repeats.reset()
             approve_outside = outside
         return tools.registry.run(call, tools.context(cancel, approve_outside))
+
+    def _unconfined(self, request: ApprovalRequest, decision: Decision) -> Decision:
+        """Where no OS sandbox confines commands, a command runs unasked only when it is on
+        the read-only allowlist (or in full mode): an "always" rule alone no longer suffices,
+        since nothing would hold the command to what the mode allows."""
+        tools = self.tools
+        check = request.command_check
+        if (tools is None or request.kind is not ToolKind.SHELL or decision.action is not Action.ALLOW
+                or tools.mode is Mode.FULL or (check is not None and check.read_only)):
+            return decision
+        from hermes_tui.tools.sandbox.support import available
+
+        support = available()
+        if support.available:
+            return decision
+        reason = f"{decision.reason}, but no OS sandbox confines it here ({support.reason})"
+        if self.ask is None:
+            return Decision(Action.DENY, f"{reason}; no one to ask (headless), so denied")
+        return Decision(Action.ASK, reason)
 
     def _ask(self, request: ApprovalRequest, preview: str | None, reason: str, call: Call) -> Answer:
         assert self.ask is not None and self.tools is not None

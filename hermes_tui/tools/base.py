@@ -16,9 +16,11 @@ catches it), so a call always gets exactly one result.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 from hermes_tui.transcript import Message
 
@@ -110,6 +112,14 @@ class ToolResult:
         return meta
 
 
+class CommandSandbox(Protocol):
+    """What confines a command a tool runs (``sandbox.support.Sandbox``): its argv and
+    environment as they must run."""
+
+    def wrap(self, argv: list[str], env: Mapping[str, str], *, read_only: bool = False,
+             extra_read: Sequence[str | Path] = ()) -> tuple[list[str], dict[str, str]]: ...
+
+
 @dataclass
 class ToolContext:
     """What a running tool may use: where it acts, when to stop, how much to say."""
@@ -123,6 +133,9 @@ class ToolContext:
     approve_outside: OutsideApprover | None = None
     # The environment for commands; None: ours minus credentials (shell.shell_environment).
     shell_env: dict[str, str] | None = None
+    # The OS sandbox every command runs in (the agent always sets one; in full mode it
+    # leaves commands as they are). None: commands run unconfined (tests of the tools).
+    sandbox: CommandSandbox | None = None
 
     @property
     def max_output_tokens(self) -> int:

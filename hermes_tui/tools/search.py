@@ -80,7 +80,12 @@ def _ripgrep_matches(rg: str, base: Path, root: Path, pattern: str, glob: str | 
         cmd += ["--glob", glob]
     target = os.path.relpath(base, root)
     cmd += ["--regexp", pattern, "--", target]
-    proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    env = None
+    if context.sandbox is not None:
+        # A search only reads: confined as read-only mode is, with the searched path (which
+        # the user approved when it is outside the workspace) readable.
+        cmd, env = context.sandbox.wrap(cmd, os.environ, read_only=True, extra_read=[root, base])
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         assert proc.stdout is not None
@@ -93,6 +98,10 @@ def _ripgrep_matches(rg: str, base: Path, root: Path, pattern: str, glob: str | 
             shown = context.workspace.display((root / os.fsdecode(name)).absolute())
             yield _format(shown.removeprefix("./"), int(number), text.decode("utf-8", errors="replace"))
         proc.wait()
+        if proc.returncode == 126 and proc.stderr is not None:
+            message = proc.stderr.read().decode("utf-8", errors="replace").strip()
+            if message.startswith("hermes-tui sandbox"):
+                raise ToolError(message)
         if proc.returncode == 2:
             assert proc.stderr is not None
             message = proc.stderr.read().decode("utf-8", errors="replace").strip().splitlines()

@@ -6,8 +6,9 @@ keeping the head and the tail, so memory stays small whatever it prints. On stop
 timeout, and when the command is done, the whole group is sent SIGTERM, then SIGKILL
 after a grace period: nothing the command started outlives the call (``cmd &`` included:
 a background job is stopped once the command has exited and its output is drained). A
-process that leaves the group (``setsid``, a daemon) is beyond reach: this is not a
-sandbox.
+process that leaves the group (``setsid``, a daemon) is beyond reach of that kill, but not
+of the OS sandbox (``sandbox``), which the context's ``sandbox`` puts every command in:
+the launcher it runs through execs the shell in the same process, so the group is the same.
 
 The environment is ours minus variables that look like credentials (names with KEY,
 TOKEN, SECRET, PASSWORD, …, and the usual cloud and forge tokens): a command's output
@@ -28,7 +29,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .base import MAX_SHELL_TIMEOUT_S, Tool, ToolContext, ToolError, ToolKind, ToolResult
+from .base import (
+    MAX_SHELL_TIMEOUT_S,
+    CommandSandbox,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    ToolResult,
+)
 from .output import HeadTail
 
 READ_CHUNK = 65536
@@ -129,12 +138,15 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> 
 
 
 def run_command(command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
-                cancel: Any, max_bytes: int) -> ShellOutcome:
+                cancel: Any, max_bytes: int, sandbox: CommandSandbox | None = None) -> ShellOutcome:
     bash = shutil.which("bash", path=env.get("PATH")) or shutil.which("bash")
     if bash is None:
         raise ToolError("bash is not installed")
+    argv, env = [bash, "-c", command], dict(env)
+    if sandbox is not None:
+        argv, env = sandbox.wrap(argv, env)
     start = time.monotonic()
-    proc = subprocess.Popen([bash, "-c", command], cwd=cwd, env=dict(env),
+    proc = subprocess.Popen(argv, cwd=cwd, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     assert proc.stdout is not None
@@ -204,7 +216,7 @@ class RunShell(Tool):
         timeout_s = min(float(arguments.get("timeout_s", context.shell_timeout_s)), MAX_SHELL_TIMEOUT_S)
         env = context.shell_env if context.shell_env is not None else shell_environment()
         out = run_command(arguments["command"], cwd=str(context.workspace.root), env=env,
-                          timeout_s=timeout_s, cancel=context.cancel,
+                          timeout_s=timeout_s, cancel=context.cancel, sandbox=context.sandbox,
                           max_bytes=max(context.max_output_bytes - 512, 64))  # room for the trailer
         meta = dict(duration_ms=out.duration_ms, bytes=out.bytes, truncated=out.truncated)
         text = out.output if out.output else ""

@@ -46,7 +46,8 @@ MODE_HELP = {
     Mode.READ_ONLY: "reads only; edits and commands are denied (allowlisted read-only commands run)",
     Mode.ASK: "reads run; edits and commands ask first (allowlisted read-only commands run)",
     Mode.AUTO_EDIT: "reads and workspace edits run; commands ask",
-    Mode.FULL: "everything inside the workspace runs unasked (paths outside still ask)",
+    Mode.FULL: "everything inside the workspace runs unasked (paths outside still ask), and commands run "
+               "with no OS sandbox: they can do anything you can",
 }
 
 
