@@ -139,7 +139,9 @@ def _first_outside(words: Sequence[Word], program: Program, inside: Callable[[st
 def _follow_escape(words: Sequence[Word], inside: Callable[[str], bool], root: Path | None) -> str | None:
     """Under the paths a following walk starts from, a symlink that leads outside (or a tree
     too big to look through), as a reason; None when the walk stays in."""
-    starts = [w.text for w in words if w.text and not w.text.startswith("-")] or ["."]
+    starts = [w.text for w in words if w.text and not w.text.startswith("-")]
+    if len(starts) <= 1:
+        starts.append(".")  # `grep -R PATTERN`, `rg -L PATTERN`: the one word may be the pattern
     seen = 0
     for start in starts:
         top = Path(start) if os.path.isabs(start) or root is None else root / start
