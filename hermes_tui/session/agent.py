@@ -62,8 +62,9 @@ from hermes_tui.tools.approval import (
     RuleStore,
     build_request,
     decide,
+    rule_for,
 )
-from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
+from hermes_tui.tools.base import ToolContext, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import Workspace
 from hermes_tui.transcript import Message
@@ -199,27 +200,10 @@ class AgentResult:
 # How often a loop waiting for passes over the threshold looks whether it is back within it.
 CATCH_UP_POLL_S = 0.1
 
-# Programs whose first argument names what they do: "always" for `git status` must not
-# cover `git push`.
-SUBCOMMAND_PROGRAMS = frozenset({
-    "git", "npm", "pnpm", "yarn", "cargo", "uv", "pip", "poetry", "go", "docker", "kubectl",
-    "make", "just", "gh", "brew", "apt", "dotnet", "mvn", "gradle",
-})
-
-
 def always_rule(request: ApprovalRequest) -> Rule | None:
-    """The rule an "always" answer stores: the tool, or for a command its program (with the
-    subcommand, for programs that have them). None for a command no rule can allow (a
-    compound one): the answer then holds for this call only."""
-    if request.kind is not ToolKind.SHELL:
-        return Rule(tool=request.tool, action=Action.ALLOW)
-    check = request.command_check
-    if check is None or not check.simple or not check.words:
-        return None
-    words = list(check.words[:1])
-    if words[0] in SUBCOMMAND_PROGRAMS and len(check.words) > 1 and not check.words[1].startswith("-"):
-        words.append(check.words[1])
-    return Rule(tool=request.tool, action=Action.ALLOW, prefix=" ".join(words))
+    """The rule an "always" answer stores (``tools.approval.rule_for``; the request carries it
+    as ``rule_preview`` for the prompt to show). None: the answer holds for this call only."""
+    return request.rule_preview if request.rule_preview is not None else rule_for(request)
 
 
 # What one reply may ask for. 2,000 calls in one reply, or a 20 MB write_file argument,

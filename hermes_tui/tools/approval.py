@@ -7,7 +7,7 @@ tool call and the workspace.
 
 The order, first match wins:
 1. a deny rule;                          5. a path outside the workspace: ask;
-2. read-only mode: only reads,          6. an edit inside .git/: ask (but in full);
+2. read-only mode: only reads,          6. an edit of a protected file: ask (but in full);
    allowlisted commands and external     7. an allow rule;
    tools trusted as reads go on;
 3. the same call N times in a row: ask;  8. the mode: reads allowed; edits ask (ask) or
@@ -17,23 +17,36 @@ The order, first match wins:
 With no one to ask (headless), ask becomes deny.
 
 The workspace boundary holds in every mode: ``full`` runs anything inside it without
-asking but still asks before a path outside, and no "always" rule lifts that. A command
-is judged on its text only: an allowlisted read-only command runs unasked when it is one
-simple command (no ``; & | < > $ ( )``, backticks, backslashes or newlines anywhere, even
-quoted) whose path arguments stay inside the workspace; when in doubt, it asks.
+asking but still asks before a path outside, and no "always" rule lifts that; nor does one
+lift the protected files (``protected``: .git in any spelling, a bare-repository layout,
+.vscode/, .idea/, .envrc, our own folders). A command is judged on its text, parsed as bash
+(``command_check``): an allowlisted read-only command runs unasked when it is one simple
+command of fixed words (no operators, substitutions, redirections or expansions) whose
+paths, after glob and tilde expansion, stay inside the workspace; when in doubt, it asks.
+
+Rules are exact where they allow: "always" stores the command as shown (``= ls -la src``),
+or program + subcommand for a curated few (``git log``, ``npm test``: ``command_table.CURATED``),
+and an allow rule still needs the command's paths inside and no banned option. Deny rules
+match what a command runs through wrappers, paths and ``bash -c`` (``programs_run``), but are
+a convenience, not a boundary: the sandbox under ``run_shell`` is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
 from .base import Tool, ToolKind, Trust
+from .command_check import UNKNOWN, CommandCheck, check_command, command_segments
+from .command_table import CURATED, runs_others
+from .protected import protected_reason
+
+__all__ = ["CommandCheck", "check_command", "command_segments"]  # re-exported for callers
 
 REPEAT_LIMIT = 3
 
@@ -57,119 +70,19 @@ class Decision:
     reason: str
 
 
-# --- shell commands -------------------------------------------------------------------
-
-# Any of these anywhere in a command, quoted or not, means it is not judged read-only.
-_COMPOUND = re.compile(r"[;&|<>$()`\\\n\r]")
-_GLOB = re.compile(r"[*?\[\]{}]")
-
-# Read-only commands, and the options that would make them write or run something.
-READ_ONLY_COMMANDS: dict[str, frozenset[str]] = {
-    "ls": frozenset(), "cat": frozenset(), "head": frozenset(), "tail": frozenset(),
-    "wc": frozenset(), "nl": frozenset(), "pwd": frozenset(), "echo": frozenset(),
-    "grep": frozenset(), "egrep": frozenset(), "fgrep": frozenset(),
-    "rg": frozenset({"--pre", "-z", "--search-zip"}),
-    "stat": frozenset(), "du": frozenset(), "df": frozenset(), "diff": frozenset(),
-    "cmp": frozenset(), "which": frozenset(), "whoami": frozenset(), "id": frozenset(),
-    "uname": frozenset(), "basename": frozenset(), "dirname": frozenset(),
-    "realpath": frozenset(),
-    "sort": frozenset({"-o", "--output", "--compress-program"}),
-    "find": frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint",
-                       "-fprint0", "-fprintf", "-fls"}),
-}
-# git: the subcommand must come first (no -c / -C / --git-dir before it).
-READ_ONLY_GIT: dict[str, frozenset[str]] = {
-    "status": frozenset(), "log": frozenset({"--output", "--ext-diff"}),
-    "diff": frozenset({"--output", "--ext-diff"}), "show": frozenset({"--output", "--ext-diff"}),
-    "ls-files": frozenset(), "rev-parse": frozenset(), "blame": frozenset(),
-}
-
-
-@dataclass(frozen=True)
-class CommandCheck:
-    simple: bool  # one command, no operators, expansions or redirections
-    words: tuple[str, ...]
-    read_only: bool  # on the allowlist, and every path argument inside the workspace
-    reason: str
-
-
-def _banned_option(words: Sequence[str], banned: frozenset[str]) -> str | None:
-    for word in words:
-        name = word.split("=", 1)[0]
-        if name in banned:
-            return name
-    return None
-
-
-def _path_words(words: Sequence[str]) -> Iterable[str]:
-    for word in words:
-        if word.startswith("-"):
-            if "=" in word:
-                yield word.split("=", 1)[1]
-            continue
-        yield word
-
-
-def _path_inside(word: str, inside: Callable[[str], bool]) -> bool:
-    if not word:
-        return True
-    if _GLOB.search(word):
-        parts = word.split("/")
-        first_glob = next(i for i, p in enumerate(parts) if _GLOB.search(p))
-        # ".*" can expand to "..": a glob on a dot-name could leave the workspace.
-        if any(p.startswith(".") for p in parts[first_glob:] if _GLOB.search(p)):
-            return False
-        word = "/".join(parts[:first_glob]) or "."
-    return inside(word)
-
-
-def check_command(command: str, inside: Callable[[str], bool]) -> CommandCheck:
-    """Judge ``command`` (text only); ``inside(path)`` says if a path is in the workspace."""
-    if _COMPOUND.search(command):
-        return CommandCheck(False, (), False, "a compound command (operators, redirection or expansion)")
-    try:
-        words = tuple(shlex.split(command))
-    except ValueError:
-        return CommandCheck(False, (), False, "a command that does not parse")
-    if not words:
-        return CommandCheck(False, (), False, "an empty command")
-    program, args = words[0], words[1:]
-    if program == "git":
-        if not args or args[0] not in READ_ONLY_GIT:
-            return CommandCheck(True, words, False, f"'git {args[0] if args else ''}' is not on the read-only list")
-        banned = _banned_option(args[1:], READ_ONLY_GIT[args[0]])
-        rest = args[1:]
-    elif program in READ_ONLY_COMMANDS:
-        banned = _banned_option(args, READ_ONLY_COMMANDS[program])
-        rest = args
-    else:
-        return CommandCheck(True, words, False, f"'{program}' is not on the read-only list")
-    if banned:
-        return CommandCheck(True, words, False, f"'{program} {banned}' can write or run programs")
-    for word in _path_words(rest):
-        if not _path_inside(word, inside):
-            return CommandCheck(True, words, False, f"'{word}' may be outside the workspace")
-    return CommandCheck(True, words, True, "a read-only command on the allowlist")
-
-
-def command_segments(command: str) -> list[tuple[str, ...]]:
-    """The simple commands a compound one is made of, as well as text allows (for deny rules)."""
-    segments = []
-    for part in re.split(r"[;&|\n\r(){}]+|\$\(|`", command):
-        try:
-            words = tuple(shlex.split(part))
-        except ValueError:
-            words = tuple(part.split())
-        if words:
-            segments.append(words)
-    return segments
+# --- shell commands: parsed as bash, judged against one table (command_check, command_table)
+# CommandCheck, check_command and command_segments live in command_check; named here too.
 
 
 # --- rules ------------------------------------------------------------------------------
 
+EXACT = "= "  # a rule's prefix starting so matches the whole command, not a prefix of it
+
+
 @dataclass(frozen=True)
 class Rule:
-    """``tool`` alone covers every call of it; with ``prefix``, commands starting with it."""
+    """``tool`` alone covers every call of it; with ``prefix``, commands starting with it;
+    with a prefix ``"= words"``, exactly that command."""
 
     tool: str
     action: Action
@@ -177,17 +90,34 @@ class Rule:
 
     @classmethod
     def parse(cls, text: str, action: Action) -> Rule:
-        """``"edit_file"`` or ``"run_shell: git status"``."""
+        """``"edit_file"``, ``"run_shell: git status"`` or ``"run_shell: = ls -la src"``."""
         tool, sep, prefix = text.partition(":")
         tool, prefix = tool.strip(), prefix.strip()
         if not tool:
             raise ValueError(f"rule {text!r}: no tool name")
-        if sep and not prefix:
+        if sep and not prefix.lstrip("= "):
             raise ValueError(f"rule {text!r}: empty command prefix")
+        if prefix.startswith("="):
+            prefix = EXACT + prefix[1:].strip()
         return cls(tool=tool, action=action, prefix=prefix or None)
+
+    @classmethod
+    def exact(cls, tool: str, words: Sequence[str], action: Action = Action.ALLOW) -> Rule:
+        return cls(tool=tool, action=action, prefix=EXACT + shlex.join(words))
+
+    @property
+    def is_exact(self) -> bool:
+        return self.prefix is not None and self.prefix.startswith(EXACT)
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.prefix}" if self.prefix else self.tool
+
+    def _words(self) -> tuple[str, ...]:
+        assert self.prefix is not None
+        try:
+            return tuple(shlex.split(self.prefix.removeprefix(EXACT)))
+        except ValueError:
+            return (self.prefix,)
 
     def matches(self, request: ApprovalRequest) -> bool:
         if self.tool != request.tool:
@@ -196,12 +126,48 @@ class Rule:
             return True
         if request.command is None:
             return False
-        want = tuple(shlex.split(self.prefix))
+        want = self._words()
         if self.action is Action.ALLOW:
-            # Allowing "git status" must not allow "git status; rm -rf ~".
-            check = request.command_check
-            return check is not None and check.simple and check.words[: len(want)] == want
-        return any(words[: len(want)] == want for words in command_segments(request.command))
+            return self._allows(request.command_check, want)
+        ran = command_segments(request.command)
+        if self.action is Action.DENY and UNKNOWN in ran:
+            return True  # `$(echo rm) x`: what runs is not known, and this rule might be it
+        return any(words[: len(want)] == want for words in ran)
+
+    def _allows(self, check: CommandCheck | None, want: tuple[str, ...]) -> bool:
+        # Allowing "git status" must not allow "git status; rm -rf ~", nor `cat` allow
+        # `cat ~/.ssh/id_rsa`, nor `git` allow `git -c alias.x=!cmd x`.
+        if check is None or not check.simple or check.assignments or check.outside or check.banned:
+            return False
+        if self.is_exact:
+            return check.words == want
+        # A prefix rule on a wrapper, shell or interpreter (`CI=1`, `env`, `bash`, `python`)
+        # would allow anything after it: such rules (older versions stored some) never allow.
+        if runs_others(want) or "=" in want[0]:
+            return False
+        return check.words[: len(want)] == want
+
+
+def rule_for(request: ApprovalRequest) -> Rule | None:
+    """The rule an "always" (or "this session") answer stores, shown in the prompt before it
+    is given: the tool; for a command, the command exactly, or program + subcommand when the
+    pair is curated (``command_table.CURATED``). None when no rule should hold it (a compound
+    command, one with an expansion, one starting with an assignment or a program that runs
+    others): the answer then holds for this call only."""
+    if request.kind is not ToolKind.SHELL:
+        return Rule(tool=request.tool, action=Action.ALLOW)
+    check = request.command_check
+    if check is None or not check.simple or not check.words or check.assignments:
+        return None
+    words = check.words
+    if runs_others(words) or "/" in words[0]:
+        return None
+    curated = CURATED.get(words[0], frozenset())
+    if curated is None:
+        return Rule(tool=request.tool, action=Action.ALLOW, prefix=words[0])
+    if len(words) > 1 and words[1] in curated:
+        return Rule(tool=request.tool, action=Action.ALLOW, prefix=f"{words[0]} {words[1]}")
+    return Rule.exact(request.tool, words)
 
 
 class RuleStore(Protocol):
@@ -260,25 +226,30 @@ class ApprovalRequest:
     tool: str
     kind: ToolKind
     outside: tuple[str, ...] = ()  # the paths named that resolve outside the workspace
-    protected: tuple[str, ...] = ()  # the paths named that resolve into a .git directory
+    protected: tuple[str, ...] = ()  # why each protected path named is (``protected``), edits only
     command: str | None = None
     command_check: CommandCheck | None = None
     repeats: int = 1
     trust: Trust = Trust.ASK  # an external tool's, from its server's config
     arguments: dict[str, Any] = field(default_factory=dict, compare=False)
+    # What "always" would store, for the prompt to show before the user answers (``rule_for``).
+    rule_preview: Rule | None = field(default=None, compare=False)
 
 
 def build_request(tool: Tool, arguments: dict[str, Any], workspace: Any, repeats: int = 1) -> ApprovalRequest:
     """The request for one call; ``workspace`` is a ``workspace.Workspace``."""
     named = tool.paths(arguments)
     outside = tuple(p for p in named if not workspace.is_inside(p))
-    protected = tuple(p for p in named if p not in outside
-                      and ".git" in workspace.resolve(p).relative_to(workspace.root).parts)
+    protected: tuple[str, ...] = ()
+    if tool.kind is ToolKind.EDIT:
+        reasons = (protected_reason(workspace.resolve(p), workspace.root) for p in named)
+        protected = tuple(r for r in reasons if r)
     command = tool.shell_command(arguments)
-    check = check_command(command, workspace.is_inside) if command is not None else None
-    return ApprovalRequest(tool=tool.name, kind=tool.kind, outside=outside, protected=protected,
-                           command=command, command_check=check, repeats=repeats,
-                           trust=tool.trust, arguments=arguments)
+    check = check_command(command, workspace.is_inside, root=workspace.root) if command is not None else None
+    request = ApprovalRequest(tool=tool.name, kind=tool.kind, outside=outside, protected=protected,
+                              command=command, command_check=check, repeats=repeats,
+                              trust=tool.trust, arguments=arguments)
+    return dataclasses.replace(request, rule_preview=rule_for(request))
 
 
 def _label(request: ApprovalRequest) -> str:
@@ -305,11 +276,12 @@ def _decide(request: ApprovalRequest, mode: Mode, rules: Sequence[Rule], repeat_
     rule = _by_rules(request, rules, Action.ASK)
     if rule:
         return Decision(Action.ASK, f"{label}: the rule '{rule}' asks")
+    if request.kind is ToolKind.EDIT and request.protected and mode is not Mode.FULL:
+        # .git/config can make an allowlisted `git status` run a program (core.fsmonitor);
+        # our config.yaml sets the approval mode. Before "outside": our home may be there.
+        return Decision(Action.ASK, f"{label}: {request.protected[0]}")
     if request.outside:
         return Decision(Action.ASK, f"{label}: {request.outside[0]} is outside the workspace")
-    if request.kind is ToolKind.EDIT and request.protected and mode is not Mode.FULL:
-        # .git/config can make an allowlisted `git status` run a program (core.fsmonitor).
-        return Decision(Action.ASK, f"{label}: {request.protected[0]} is inside .git; edits there always ask")
     rule = _by_rules(request, rules, Action.ALLOW)
     if rule:
         return Decision(Action.ALLOW, f"{label}: allowed by the rule '{rule}'")

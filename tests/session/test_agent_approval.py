@@ -65,11 +65,11 @@ def run_turn(store: Store, server: ScriptedServer, tools: Tools, ask, prompt: st
     return result, results
 
 
-def test_allow_for_this_session_holds_for_the_prefix_and_is_never_stored(scripted, hermes_home, layout):
+def test_allow_for_this_session_holds_for_the_command_and_is_never_stored(scripted, hermes_home, layout):
     workspace, _ = layout
     server = scripted([
-        calls(call("run_shell", "a1", command="touch one")),
-        calls(call("run_shell", "a2", command="touch two")),
+        calls(call("run_shell", "a1", command="touch one two")),
+        calls(call("run_shell", "a2", command="touch one two")),
         answer("done"),
     ])
     asked = Asked(Answer.ALLOW_SESSION)
@@ -82,7 +82,7 @@ def test_allow_for_this_session_holds_for_the_prefix_and_is_never_stored(scripte
         fresh = Tools(registry=builtin_registry(), workspace=Workspace(workspace), rules=StoredRules(store))
         _, later = run_turn(store, again, fresh, Asked(Answer.DENY))
     assert result.outcome == COMPLETED
-    assert [p[1]["command"] for p in asked.prompts] == ["touch one"]  # "touch two" ran unasked
+    assert [p[1]["command"] for p in asked.prompts] == ["touch one two"]  # the second ran unasked
     assert results["a1"][0] == results["a2"][0] == "ok"
     assert later["b1"][0] == "denied" and not (workspace / "three").exists()
     assert (workspace / "one").exists() and (workspace / "two").exists()

@@ -103,7 +103,7 @@ CASES = [
     (ASK, sh("git diff --output=patch"), [], 1, True, Q, "can write or run programs"),
     (ASK, sh("find . -delete"), [], 1, True, Q, "can write or run programs"),
     (ASK, sh("find . -exec rm {} +"), [], 1, True, Q, "can write or run programs"),
-    (ASK, sh("sort -o out.txt src/a.py"), [], 1, True, Q, "can write or run programs"),
+    (ASK, sh("sort -o out.txt src/a.py"), [], 1, True, Q, "'sort' is not on the read-only list"),
     (ASK, sh("rg --pre ./run x"), [], 1, True, Q, "can write or run programs"),
     # allowlisted commands whose paths leave the workspace
     (ASK, sh("cat ../outside/x"), [], 1, True, Q, "outside the workspace"),
@@ -116,8 +116,11 @@ CASES = [
     # compound commands never run unasked, even when every part is allowlisted
     *[(ASK, sh(c), [], 1, True, Q, "compound") for c in (
         "ls; rm -rf x", "ls && rm x", "ls || rm x", "ls | wc -l", "echo hi > f", "cat < f",
-        "echo $(id)", "echo `id`", "ls\nrm x", "ls &", "echo $HOME", "grep ';' src/a.py",
-        "(ls)", "ls \\\n -la")],
+        "echo $(id)", "echo `id`", "ls\nrm x", "ls &", "echo $HOME", "(ls)", "echo $'\\x41'",
+        "cat <<EOF\nx\nEOF", "cat <<< x", "ls 2>/dev/null", "diff <(ls) x")],
+    # parsed as bash: quoted operators and line continuations are plain words
+    (ASK, sh("grep ';' src/a.py"), [], 1, True, A, "allowlist"),
+    (ASK, sh("ls \\\n -la"), [], 1, True, A, "allowlist"),
     (FULL, sh("ls; rm -rf x"), [], 1, True, A, "full mode"),
     (RO, sh("ls | wc -l"), [], 1, True, D, "read-only mode"),
     (ASK, sh("echo 'unterminated"), [], 1, True, Q, "does not parse"),
@@ -134,9 +137,9 @@ CASES = [
     *[(m, ("mcp__ci__deploy", {}), [], 1, True, A, "trusted") for m in (ASK, AE)],
     (ASK, ("mcp__ci__deploy", {}), [r("mcp__ci__deploy", Q)], 1, True, Q, "asks"),
     # .git/config can make an allowlisted `git status` run a program: edits there ask
-    (AE, ("write_file", {"path": ".git/config", "content": ""}), [], 1, True, Q, "inside .git"),
-    (AE, ("edit_file", {"path": "sub/.git/hooks/x", "old_string": "a", "new_string": "b"}), [], 1, True, Q, "inside .git"),
-    (ASK, ("write_file", {"path": ".git/config", "content": ""}), [r("write_file", A)], 1, True, Q, "inside .git"),
+    (AE, ("write_file", {"path": ".git/config", "content": ""}), [], 1, True, Q, "protected"),
+    (AE, ("edit_file", {"path": "sub/.git/hooks/x", "old_string": "a", "new_string": "b"}), [], 1, True, Q, "protected"),
+    (ASK, ("write_file", {"path": ".git/config", "content": ""}), [r("write_file", A)], 1, True, Q, "protected"),
     (FULL, ("write_file", {"path": ".git/config", "content": ""}), [], 1, True, A, "full mode"),
     (AE, ("write_file", {"path": ".github/ci.yml", "content": ""}), [], 1, True, A, "auto-edit"),
     (ASK, ("read_file", {"path": ".git/config"}), [], 1, True, A, "need no approval"),

@@ -134,8 +134,8 @@ async def test_always_allows_the_command_from_then_on_and_keeps_the_rule(
 
     monkeypatch.setattr(ApprovalScreen, "on_mount", counting)
     server = servers.start([
-        calls(call("run_shell", "call_1", command="touch one.txt")),
-        calls(call("run_shell", "call_2", command="touch two.txt")),
+        calls(call("run_shell", "call_1", command="touch one.txt two.txt")),
+        calls(call("run_shell", "call_2", command="touch one.txt two.txt")),
         answer("Both made."),
     ])
     app = agent_app(server.base_url, store, workspace)
@@ -146,14 +146,15 @@ async def test_always_allows_the_command_from_then_on_and_keeps_the_rule(
         await pilot.press("a")
         await settle(pilot, screen)
         assert workspace.joinpath("one.txt").exists() and workspace.joinpath("two.txt").exists()
-        assert shown == ["touch one.txt"]  # the second command ran without a prompt
+        assert shown == ["touch one.txt two.txt"]  # the second time it ran without a prompt
         assert [r["status"] for r in tool_results(screen)] == ["ok", "ok"]
 
     root = str(Workspace(workspace).root)
-    assert Rule(tool="run_shell", action=Action.ALLOW, prefix="touch") in StoredRules(store).rules(root)
+    # The exact command, not its program: "touch" would also allow touching anything else.
+    assert Rule(tool="run_shell", action=Action.ALLOW, prefix="= touch one.txt two.txt") in StoredRules(store).rules(root)
     with sqlite3.connect(db_path) as db:  # in our database, not in the workspace
         rows = db.execute("SELECT workspace, tool, prefix, action FROM approval_rules").fetchall()
-    assert rows == [(root, "run_shell", "touch", "allow")]
+    assert rows == [(root, "run_shell", "= touch one.txt two.txt", "allow")]
     assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt", "one.txt", "two.txt"]
 
 
