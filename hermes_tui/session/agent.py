@@ -64,7 +64,7 @@ from hermes_tui.tools.approval import (
     decide,
     rule_for,
 )
-from hermes_tui.tools.base import ToolContext, ToolResult, tool_message
+from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import Workspace
 from hermes_tui.transcript import Message
