@@ -359,8 +359,8 @@ def test_always_is_stored_per_workspace_and_lets_the_next_call_run(scripted, her
     workspace.mkdir()
     server = scripted([
         calls(call("run_shell", "a1", command="touch one")),
-        calls(call("run_shell", "a2", command="touch two")),
-        calls(call("run_shell", "a3", command="mkdir three")),
+        calls(call("run_shell", "a2", command="touch one")),
+        calls(call("run_shell", "a3", command="touch two")),
         answer("made them"),
     ])
     asked: list[tuple] = []
@@ -378,17 +378,18 @@ def test_always_is_stored_per_workspace_and_lets_the_next_call_run(scripted, her
         result = AgentTurn(session, tools, ask=ask, listener=recorder).run()
         session.close()
     assert result.outcome == COMPLETED and result.text == "made them"
-    assert [command for command, _ in asked] == ["touch one", "mkdir three"]  # "touch two" ran unasked
-    assert (workspace / "one").exists() and (workspace / "two").exists() and not (workspace / "three").exists()
+    # "Always" stored the exact command: it ran unasked again, and "touch two" asked.
+    assert [command for command, _ in asked] == ["touch one", "touch two"]
+    assert (workspace / "one").exists() and not (workspace / "two").exists()
     assert recorder.events == [
         ("started", "a1", "run_shell"), ("finished", "a1", "ok"),
         ("started", "a2", "run_shell"), ("finished", "a2", "ok"),
         ("started", "a3", "run_shell"), ("finished", "a3", "denied"),
     ]
     with Store(hermes_home / "state.db") as store:  # kept in our database, not in the workspace
-        assert StoredRules(store).rules(str(workspace.resolve())) == [Rule("run_shell", Action.ALLOW, "touch")]
+        assert StoredRules(store).rules(str(workspace.resolve())) == [Rule.exact("run_shell", ["touch", "one"])]
         assert StoredRules(store).rules(str(tmp_path)) == []
-    assert sorted(p.name for p in workspace.iterdir()) == ["one", "two"]
+    assert sorted(p.name for p in workspace.iterdir()) == ["one"]
 
 
 def test_stop_after_a_result_ends_the_turn_before_the_next_model_call(scripted, hermes_home, tmp_path):
