@@ -9,6 +9,11 @@ stop. Each assistant message and each result is stored the moment it is complete
 crash loses at most the call in flight; on open, ``Session.answer_unanswered`` gives
 such a call an "interrupted" result.
 
+Text-form calls: a reply with no native calls to a request that offered tools may carry
+its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
+``chat.text_tool_calls`` says when they count. Those are stored and run as native calls
+(the prose around them is the content), with ``meta["recovered_calls"]`` naming the form.
+
 Approval: ``tools.approval.decide`` on every call; when it asks, the UI's ``ask``
 callback answers (allow once, allow for this session, always, deny). Without one
 (headless) anything that would ask is denied. "Always" rules go to the persistent rule
@@ -45,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import CANCELLED, NO_TOOLS, ChatDelta, ChatDone, ChatError, Usage
+from hermes_tui.chat.text_tool_calls import recover_calls
 from hermes_tui.compaction.trim import cut
 from hermes_tui.logs import get_logger
 from hermes_tui.session.fit import FitListener
@@ -340,8 +346,16 @@ class AgentTurn:
         meta: dict[str, Any] = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
-        calls = None if stopped else _normalized_calls(getattr(done, "tool_calls", None), meta)
-        reply = Message(role="assistant", content=done.text, tool_calls=calls, meta=meta)
+        raw_calls, content = getattr(done, "tool_calls", None), done.text
+        if not stopped and not raw_calls and extra.get("tools"):
+            # Calls a small model wrote as text (the module's rule says when they count): kept
+            # as native calls, so the transcript stays OpenAI format, with how they were found.
+            recovered = recover_calls(done.text, extra["tools"])
+            if recovered is not None:
+                raw_calls, content = recovered.calls, recovered.content
+                meta["recovered_calls"] = recovered.form
+        calls = None if stopped else _normalized_calls(raw_calls, meta)
+        reply = Message(role="assistant", content=content, tool_calls=calls, meta=meta)
         session.append(reply)
         self.listener.reply(reply)
         return reply, stopped

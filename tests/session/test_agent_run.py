@@ -163,6 +163,58 @@ def test_run_reads_runs_and_edits_in_auto_edit_mode(scripted, hermes_home, tmp_p
     assert rows[-1]["content"] == "Done: notes.txt now says goodbye."
 
 
+def test_a_call_written_as_text_runs_and_is_stored_as_a_native_call(scripted, hermes_home, tmp_path):
+    """A small model's call as a JSON code block (as Qwen2.5-Coder 0.5B writes it,
+    tests/chat/fixtures): the file is read, the call is stored and sent back in OpenAI format,
+    and the turn goes on to the model's answer."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "setup.cfg").write_text("[metadata]\nname = shop\nversion = 1.1.0\n")
+    written = 'Reading it.\n```json\n{\n  "name": "read_file",\n  "arguments": {"path": "setup.cfg"}\n}\n```'
+    server = scripted([answer(written), answer("The version is 1.1.0.")])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = run_cli(hermes_home, config, "Read setup.cfg", "--workspace", str(workspace))
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout == "The version is 1.1.0.\n"
+    line, = tool_lines(proc.stderr)
+    assert line.startswith('tool read_file path="setup.cfg" -> ok'), proc.stderr
+
+    _, rows = only_session(hermes_home)
+    answered = assert_every_call_answered_once(rows)
+    reply = next(r for r in rows if r["role"] == "assistant" and r["tool_calls"])
+    assert reply["content"] == "Reading it."  # the prose stays; the call text does not
+    assert reply["meta"]["recovered_calls"] == "json_block"
+    stored_call, = reply["tool_calls"]
+    assert stored_call["type"] == "function" and stored_call["id"] in answered
+    assert stored_call["function"] == {"name": "read_file", "arguments": '{"path": "setup.cfg"}'}
+    assert "version = 1.1.0" in answered[stored_call["id"]]["content"]
+    assert rows[-1]["content"] == "The version is 1.1.0."
+    assert "recovered_calls" not in rows[-1]["meta"]
+
+    sent = server.requests()[1]["messages"]  # the model sees its call as a native one
+    assistant, result = sent[-2], sent[-1]
+    assert assistant["tool_calls"][0]["function"]["name"] == "read_file"
+    assert result["role"] == "tool" and result["tool_call_id"] == stored_call["id"]
+
+
+def test_a_json_example_in_an_explanation_is_an_answer_and_never_runs(scripted, hermes_home, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    text = ("To delete the build folder you could run a command. The run_shell tool takes the command and "
+            "an optional timeout in seconds; it runs in the workspace and returns the output and exit code.\n\n"
+            "For example:\n```json\n{\"name\": \"run_shell\", \"arguments\": {\"command\": \"touch made\"}}\n```\n\n"
+            "Check the output afterwards to see that the folder is gone, and run the tests again.")
+    server = scripted([answer(text)])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = run_cli(hermes_home, config, "How do I clean?", "--workspace", str(workspace), "--approve", "full")
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout == text + "\n"
+    assert not tool_lines(proc.stderr) and not (workspace / "made").exists()
+    assert len(server.requests()) == 1
+    _, rows = only_session(hermes_home)
+    assert rows[-1]["tool_calls"] is None and "recovered_calls" not in rows[-1]["meta"]
+
+
 def test_run_read_only_denies_edits_and_commands(scripted, hermes_home, tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()

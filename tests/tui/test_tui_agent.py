@@ -229,6 +229,30 @@ async def test_a_call_shows_as_a_row_while_it_streams_in(servers, store, workspa
 
 
 @app_test
+async def test_a_call_written_as_text_shows_as_a_call_not_as_the_answer(servers, store, workspace, hermes_home):
+    """A small model's call as a JSON code block: the row shows the call (which runs), and
+    the reply's text is the prose around it, not the JSON that streamed in."""
+    written = 'Let me read it.\n```json\n{"name": "read_file", "arguments": {"path": "notes.txt"}}\n```'
+    server = servers.start([answer(written), answer("It is red.")])
+    app = agent_app(server.base_url, store, workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await type_and_send(pilot, "What colour?")
+        await settle(pilot, screen)
+
+        (row,) = screen.query(ToolCallView)
+        reply = row.parent
+        assert isinstance(reply, AssistantMessage) and reply.message.meta["recovered_calls"] == "json_block"
+        assert row.tool_name == "read_file" and row.state == "done" and "✓" in row.outcome.plain
+        assert json.loads(row.arguments) == {"path": "notes.txt"}
+        shown = [str(m.source) for m in reply.query("Markdown")]
+        assert shown == ["Let me read it."], shown  # the JSON is not left as the answer
+        assert [r["status"] for r in tool_results(screen)] == ["ok"]
+        assert "colour: red" in server.requests()[1]["messages"][-1]["content"]
+        assert screen.session.conv.messages[-1].content == "It is red."
+
+
+@app_test
 async def test_mode_shows_the_modes_and_read_only_denies_an_edit_without_asking(
         servers, store, workspace, hermes_home, monkeypatch):
     shown: list[str] = []
