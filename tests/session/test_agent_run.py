@@ -25,7 +25,7 @@ from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.store.rules import StoredRules
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.tools.approval import Action, Mode, Rule
+from hermes_tui.tools.approval import Mode, Rule
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
 
