@@ -186,6 +186,7 @@ class Session:
             if current is not None and current.content == text:
                 return None
             prompt = Message(role="system", content=text, meta={SYSTEM_PROMPT: True})
+            count_message(self.conv.counter, prompt)  # stored with its count, as every other row
             self.store.set_system_prompt(self.info.id, prompt, replacing=current)
             if current is None:
                 self.conv.prepend(prompt)
