@@ -10,7 +10,8 @@ older view is refused rather than half-applied):
   nothing moves and tool pairing is untouched.
 
 Appends at the end never invalidate a change, so the user can keep talking while a
-pass runs.
+pass runs; the system prompt replaced in place at index 0 does not either (the head is never
+in a change), and one put in front of a transcript without it does (every index moves).
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class Conversation:
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
+        self.total_tokens += count_message(self.counter, message)
+        self.generation += 1
+
+    def prepend(self, message: Message) -> None:
+        """Put ``message`` first (the session's system prompt, for a transcript that began
+        without one). Every index moves: a change planned before is then refused as stale."""
+        self.messages.insert(0, message)
         self.total_tokens += count_message(self.counter, message)
         self.generation += 1
 

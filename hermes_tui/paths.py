@@ -30,6 +30,7 @@ HERMES_AGENT_DEFAULT_HOME = "~/.hermes"
 CONFIG_FILE = "config.yaml"
 STATE_DB_FILE = "state.db"
 LOG_FILE = "agent.log"
+USER_INSTRUCTIONS_FILE = "AGENTS.md"
 
 
 class HermesAgentHomeError(PermissionError):
@@ -95,6 +96,12 @@ def _data_dir() -> Path:
 def config_path() -> Path:
     """``config.yaml``: HERMES_TUI_HOME, else the user config dir."""
     return _config_dir() / CONFIG_FILE
+
+
+def user_instructions_path() -> Path:
+    """The user's own ``AGENTS.md``, next to ``config.yaml``: instructions for every workspace
+    (the system prompt reads it; nothing here writes it)."""
+    return _config_dir() / USER_INSTRUCTIONS_FILE
 
 
 def state_db_path() -> Path:

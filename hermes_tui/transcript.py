@@ -31,6 +31,9 @@ MICRO = "micro"
 BATCH = "batch"
 MARKER_KINDS = (MICRO, BATCH)
 
+# The meta key marking the system prompt the app builds for each turn (kept at index 0).
+SYSTEM_PROMPT = "system_prompt"
+
 
 class TranscriptError(ValueError):
     """A transcript that is not a valid list of OpenAI chat messages."""
@@ -83,6 +86,11 @@ class Message:
     @property
     def is_marker(self) -> bool:
         return self.marker_kind is not None
+
+    @property
+    def is_system_prompt(self) -> bool:
+        """The app's own system prompt (``session.system_prompt``), not one a transcript brought."""
+        return self.role == "system" and isinstance(self.meta, dict) and self.meta.get(SYSTEM_PROMPT) is True
 
     @property
     def call_ids(self) -> list[str]:

@@ -14,6 +14,10 @@ its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
 ``chat.text_tool_calls`` says when they count. Those are stored and run as native calls
 (the prose around them is the content), with ``meta["recovered_calls"]`` naming the form.
 
+System prompt: built for the turn where it begins (``session.system_prompt``: the workspace,
+the approval mode, the offered tools, the project's AGENTS.md) and kept first in the
+transcript (``Session.refresh_system_prompt``); it does not change until the next turn.
+
 Approval: ``tools.approval.decide`` on every call; when it asks, the UI's ``ask``
 callback answers (allow once, allow for this session, always, deny). Without one
 (headless) anything that would ask is denied. "Always" rules go to the persistent rule
@@ -53,6 +57,7 @@ from hermes_tui.chat.client import CANCELLED, NO_TOOLS, ChatDelta, ChatDone, Cha
 from hermes_tui.chat.text_tool_calls import recover_calls
 from hermes_tui.compaction.trim import cut
 from hermes_tui.logs import get_logger
+from hermes_tui.session import system_prompt
 from hermes_tui.session.fit import FitListener
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
 from hermes_tui.session.session import usage_meta
@@ -123,6 +128,9 @@ class AgentListener(FitListener):
         """A call's result, stored."""
 
     def pass_published(self, report: PassReport) -> None: ...
+
+    def system_prompt(self, message: Message) -> None:
+        """The turn's system prompt, stored: new, or changed since the last turn."""
 
     def notice(self, text: str) -> None:
         """Something the user should know once, e.g. that the model runs without tools."""
@@ -288,6 +296,11 @@ class AgentTurn:
         cancel = cancel or threading.Event()
         reply: Message | None = None
         self._sandbox_notice()
+        # Here, where the app's turns and ``hermes-tui run`` both begin, and nowhere later: a
+        # prompt changed mid-turn would break the chat model's prompt cache.
+        prompt = self.session.refresh_system_prompt(self.system_prompt())
+        if prompt is not None:
+            self.listener.system_prompt(prompt)
         for step in range(1, self.max_steps + 1):
             self._catch_up(cancel)
             self.passes.publish_ready()
@@ -307,6 +320,19 @@ class AgentTurn:
                 self.session.turns_completed += 1
                 return AgentResult(COMPLETED, reply.content, step, self.calls, reply)
         return AgentResult(MAX_STEPS, reply.content if reply else "", self.max_steps, self.calls, reply)
+
+    def system_prompt(self) -> str:
+        """The system prompt for this turn: its workspace, approval mode and offered tools (none
+        when the turn has no tools or the model takes none)."""
+        tools = self.tools
+        takes_tools = tools is not None and len(tools.registry) and getattr(self.session.chat, "supports_tools", False)
+        if not takes_tools:
+            agent = self.session.config.agent
+            root = tools.workspace.root if tools is not None else Path(agent.workspace or Path.cwd()).expanduser()
+            return system_prompt.build(root, mode=None)
+        assert tools is not None
+        return system_prompt.build(tools.workspace.root, mode=tools.mode.value, interactive=self.ask is not None,
+                                   tools=[tool.name for tool in tools.registry])
 
     def _model_step(self, cancel: threading.Event) -> tuple[Message, bool] | None:
         """One model call: the assistant message, stored, and whether it was stopped."""

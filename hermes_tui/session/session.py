@@ -28,7 +28,7 @@ from hermes_tui.compaction.policy import MICRO, Decision
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.trim import TrimResult
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.conversation import Conversation, Replacement
 from hermes_tui.logs import get_logger
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.session import chat_telemetry
@@ -36,7 +36,8 @@ from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.store.counters import save_counters
-from hermes_tui.transcript import Message, wire_view
+from hermes_tui.tokens import count_message
+from hermes_tui.transcript import SYSTEM_PROMPT, Message, wire_view
 
 log = get_logger("session")
 
@@ -169,6 +170,37 @@ class Session:
             self.conv.append(message)
             self.store.flush(self.info.id, [message])
         return message
+
+    def refresh_system_prompt(self, text: str) -> Message | None:
+        """Make ``text`` the session's system prompt, first in the transcript; the new prompt's
+        message, or None when the stored one already says it.
+
+        Called where a turn begins (``AgentTurn.run``), never mid-turn: a change would break
+        the chat model's prompt cache. A stored prompt that differs (the date, the approval
+        mode, an AGENTS.md changed) is archived and the new one takes its place; a transcript
+        without one (an older session, an import, perhaps beginning with its own system
+        message) gets it in front. Stored first: if the store refuses, nothing changes."""
+        with self.lock:
+            messages = self.conv.messages
+            current = messages[0] if messages and messages[0].is_system_prompt else None
+            if current is not None and current.content == text:
+                return None
+            prompt = Message(role="system", content=text, meta={SYSTEM_PROMPT: True})
+            count_message(self.conv.counter, prompt)  # stored with its count, as every other row
+            self.store.set_system_prompt(self.info.id, prompt, replacing=current)
+            if current is None:
+                self.conv.prepend(prompt)
+            else:
+                self.conv.apply(Replacement(((0, current.id),), (prompt,), (current,)))
+            return prompt
+
+    def system_prompt_tokens(self) -> int:
+        """The tokens of the session's system prompt in the transcript (0 without one)."""
+        with self.lock:
+            messages = self.conv.messages
+            if not messages or not messages[0].is_system_prompt:
+                return 0
+            return count_message(self.conv.counter, messages[0])
 
     def reply(
         self, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
@@ -451,6 +483,7 @@ class Session:
         state = self.compactor.state
         return {
             "tokens": self.conv.total_tokens,
+            "system_prompt_tokens": self.system_prompt_tokens(),
             "messages": len(self.conv),
             "context_limit": window.limit,
             "context_source": self.context_source,

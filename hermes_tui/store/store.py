@@ -44,7 +44,8 @@ class SessionInfo:
     updated: float
     model: str | None = None
     aux_model: str | None = None
-    message_count: int = 0   # every message ever added (active and archived), markers and trimmed versions excluded
+    message_count: int = 0   # every message ever added (active and archived); markers, trimmed versions and
+                             # our system prompts (the app's, rebuilt each turn) excluded
     active_count: int = 0    # what a resume loads, markers included
     kind: str = "chat"       # SESSION_KINDS
 
@@ -293,6 +294,31 @@ class Store:
             for msg in (*replacement.archived, *replacement.messages):
                 msg.stored = True
 
+    def set_system_prompt(self, session_id: str, prompt: Message, *, replacing: Message | None = None) -> None:
+        """Store the session's system prompt in one transaction: ``replacing`` (the stored prompt it
+        supersedes) archived and ``prompt`` inserted at its position, or, with nothing to replace,
+        ``prompt`` inserted ahead of every row (a session that began without one, or an import that
+        begins with its own system message, which then follows ours)."""
+        if replacing is not None and not replacing.stored:
+            raise StoreError(f"{self.path}: the system prompt to replace is not stored yet")
+        with self._transaction():
+            self._check_writer(session_id)
+            if replacing is not None:
+                position = self._position_of(session_id, replacing.id)
+                self._archive(session_id, replacing, prompt.id)
+                self._insert(session_id, prompt, position, ACTIVE)
+            else:
+                # Rows are read in (position, rowid) order: one below the lowest (archived
+                # history included, as an import stores it first) comes before all of them.
+                lowest = self.conn.execute(
+                    "SELECT min(position) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+                if lowest is None:
+                    self._append(session_id, [prompt])
+                else:
+                    self._insert(session_id, prompt, lowest - 1, ACTIVE)
+            self._touch(session_id)
+        prompt.stored = True
+
     def _replace(self, session_id: str, replacement: Replacement) -> None:
         """(in a transaction) Each replaced row archived, its replacement inserted at its position."""
         if any(not m.stored for m in replacement.archived):
@@ -464,7 +490,8 @@ class _Transaction:
 
 _SESSION_SELECT = """
     SELECT s.id, s.title, s.created, s.updated, s.model, s.aux_model,
-           count(CASE WHEN m.kind = 'message' AND json_extract(m.meta, '$.trimmed') IS NULL THEN 1 END),
+           count(CASE WHEN m.kind = 'message' AND json_extract(m.meta, '$.trimmed') IS NULL
+                      AND json_extract(m.meta, '$.system_prompt') IS NULL THEN 1 END),
            count(CASE WHEN m.state = 'active' THEN 1 END), s.kind
     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
 """

@@ -111,7 +111,9 @@ def test_the_agent_goes_on_while_a_pass_runs_and_the_pass_lands_between_model_ca
 
 def test_the_agent_waits_for_compaction_only_when_the_request_would_not_fit(tmp_path):
     summarizer = GatedSummarizer(delay=0.3)
-    limit = 2048
+    # 2,048 held the tool definitions (~1,100 tokens), the reply budget and a compacted
+    # conversation; the system prompt (~200 more, in the protected head) needs the room too.
+    limit = 2304
     fits: list[tuple[int, bool]] = []
 
     def on_request(request: list[dict]) -> None:

@@ -208,7 +208,8 @@ def test_a_stop_mid_stream_keeps_the_text_drops_the_half_made_call_and_the_next_
         stopped = AgentTurn(session, tools, listener=StopOnText(cancel)).run(cancel)
         assert stopped.outcome == STOPPED and stopped.text == "Let me look at "
         kept = store.load_active(session.info.id)
-        assert [m.role for m in kept] == ["user", "assistant"]
+        assert [m.role for m in kept] == ["system", "user", "assistant"]
+        assert kept[0].is_system_prompt
         assert kept[-1].tool_calls is None and kept[-1].meta.get("stopped") is True
 
         # A stop before any text keeps nothing.
@@ -218,7 +219,7 @@ def test_a_stop_mid_stream_keeps_the_text_drops_the_half_made_call_and_the_next_
         threading.Timer(1.0, cancel.set).start()
         quiet = AgentTurn(session, tools).run(cancel)
         assert quiet.outcome == STOPPED and quiet.steps == 1
-        assert [m.role for m in store.load_active(session.info.id)] == ["user", "assistant", "user"]
+        assert [m.role for m in store.load_active(session.info.id)] == ["system", "user", "assistant", "user"]
 
         endpoint.reply = lambda handler: (start_stream(handler), event(handler, chunk()),
                                           event(handler, chunk("carried on")),

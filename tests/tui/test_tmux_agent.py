@@ -79,5 +79,6 @@ def test_one_agent_turn_reads_runs_and_edits_after_approval(tmux, tmp_path, serv
         (session,) = store.list_sessions()
         stored = store.load_active(session.id)
     roles = [m.role for m in stored]
-    assert roles == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
+    assert roles == ["system", "user"] + ["assistant", "tool"] * 3 + ["assistant"]
+    assert stored[0].is_system_prompt
     assert [m.meta["tool"]["status"] for m in stored if m.role == "tool"] == ["ok"] * 3

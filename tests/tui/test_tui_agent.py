@@ -26,7 +26,13 @@ from hermes_tui.tools.workspace import Workspace
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat import ChatScreen
-from hermes_tui.tui.widgets.message_views import AssistantMessage, ToolCallView, ToolResultMessage
+from hermes_tui.tui.widgets.message_views import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCallView,
+    ToolResultMessage,
+    UserMessage,
+)
 
 WAIT = 60.0
 
@@ -93,7 +99,8 @@ async def test_an_edit_is_approved_on_its_diff_and_runs(servers, store, workspac
         assert [r["status"] for r in tool_results(screen)] == ["ok"]
         (row,) = screen.query(ToolCallView)
         assert row.tool_name == "edit_file" and "✓" in row.outcome.plain and row.state == "done"
-        assert [type(v) for v in views(screen)][1:4] == [AssistantMessage, ToolResultMessage, AssistantMessage]
+        assert [type(v) for v in views(screen)][:5] == [
+            SystemMessage, UserMessage, AssistantMessage, ToolResultMessage, AssistantMessage]
         assert screen.session.conv.messages[-1].content == "Changed the colour to blue."
         tool_message = server.requests()[1]["messages"][-1]
         assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_edit"

@@ -44,6 +44,7 @@ from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.message_views import (
     AssistantMessage,
     MarkerMessage,
+    SystemMessage,
     ToolCallView,
     ToolResultMessage,
     UserMessage,
@@ -70,15 +71,16 @@ async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store,
         await until(pilot, lambda: label(screen, "tokens") == "0 / 1,024", "the empty session's status")
 
         await type_and_send(pilot, "Hello there")
-        assert isinstance(views(screen)[0], UserMessage)  # shown at once
+        # Shown at once (the turn's system prompt goes in front of it once the turn starts).
+        assert [type(v) for v in views(screen) if not isinstance(v, SystemMessage)][0] is UserMessage
         await settle(pilot, screen)
 
         session = screen.session
-        user, reply, no_tools = views(screen)
-        assert isinstance(user, UserMessage) and isinstance(reply, AssistantMessage)
+        prompt, user, reply, no_tools = views(screen)
+        assert isinstance(prompt, SystemMessage) and isinstance(user, UserMessage) and isinstance(reply, AssistantMessage)
         # The tiny model's template has no tool format: the turn ran without tools, and says so.
         assert no_tools.note_title == "No tools" and label(screen, "agent") == "tools off"
-        assert [m.role for m in session.conv.messages] == ["user", "assistant"]
+        assert [m.role for m in session.conv.messages] == ["system", "user", "assistant"]
         assert shown_ids(screen) == [m.id for m in session.conv.messages]
         content = session.conv.messages[-1].content
         assert "".join(written) == content and (written or not content)  # streamed piece by piece
@@ -114,7 +116,7 @@ async def test_the_input_stays_live_while_a_pass_runs_and_the_pass_lands(config,
             composer = screen.query_one(Composer)
             assert composer.has_focus and not composer.disabled
             await type_and_send(pilot, "And the second question?")
-            await until(pilot, lambda: not screen.replying and len(screen.session.conv) == len(coding_session()) + 4,
+            await until(pilot, lambda: not screen.replying and len(screen.session.conv) == len(coding_session()) + 5,
                         "the second reply")
             assert screen.compaction == "pass" and not gated.gate.is_set()
             assert [m.content for m in screen.session.conv.messages if m.role == "user"][-2:] == [
@@ -179,8 +181,8 @@ async def test_resume_after_restart_shows_the_same_messages_and_continues(config
             assert screen.query_one(Composer).inputs == ["Remember this."]
             await type_and_send(pilot, "And continue.")
             await settle(pilot, screen)
-            assert [m.role for m in screen.session.conv.messages] == ["user", "assistant"] * 2
-            assert len(store.load_active(session_id)) == 4
+            assert [m.role for m in screen.session.conv.messages] == ["system"] + ["user", "assistant"] * 2
+            assert len(store.load_active(session_id)) == 5
 
 
 @app_test
@@ -198,7 +200,7 @@ async def test_a_failing_summarizer_does_not_stop_the_chat(config, store):
         await type_and_send(pilot, "Two")
         await settle(pilot, screen)
         session = screen.session
-        assert len(session.conv) == before + 4  # both turns kept, nothing spliced
+        assert len(session.conv) == before + 5  # the system prompt put in front, both turns kept, nothing spliced
         assert not any(m.is_marker for m in session.conv.messages)
         assert shown_ids(screen) == [m.id for m in session.conv.messages]
 
@@ -269,7 +271,8 @@ async def test_a_failed_reply_shows_the_problem_and_keeps_the_message(config, st
         await settle(pilot, screen)
         note = notes(screen)[-1]
         assert note.has_class("-error") and "127.0.0.1:9" in note.text
-        assert [m.content for m in store.load_active(screen.session.info.id)] == ["Are you there?"]
+        kept = store.load_active(screen.session.info.id)
+        assert kept[0].is_system_prompt and [m.content for m in kept[1:]] == ["Are you there?"]
         assert not [v for v in views(screen) if isinstance(v, AssistantMessage)]
 
 

@@ -206,5 +206,5 @@ async def test_a_refusal_that_persists_shows_the_servers_own_words(servers, stor
         assert failed.has_class("-error")
         assert "maximum context length is 4096 tokens" in failed.text and "8990 in the messages" in failed.text
         assert "context window" in failed.text and "check model.model" not in failed.text
-        assert [m.role for m in screen.session.conv.messages] == ["user"]
+        assert [m.role for m in screen.session.conv.messages] == ["system", "user"]
 

@@ -41,6 +41,14 @@ class UserStored(UIMessage):
         self.message = message
 
 
+class SystemPromptSet(UIMessage):
+    """The turn's system prompt is new or changed: the transcript shows it first."""
+
+    def __init__(self, message: Message):
+        super().__init__()
+        self.message = message
+
+
 class StepStarted(UIMessage):
     def __init__(self, step: int):
         super().__init__()
@@ -157,6 +165,9 @@ class ScreenListener(AgentListener):
     def post(self, message: UIMessage) -> None:
         self._text = PendingText()  # the text after this message waits for a ReplyDelta of its own
         self._post(message)
+
+    def system_prompt(self, message: Message) -> None:
+        self.post(SystemPromptSet(message))
 
     def step_started(self, step: int) -> None:
         self.post(StepStarted(step))

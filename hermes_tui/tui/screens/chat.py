@@ -45,6 +45,7 @@ from hermes_tui.tui.screens.agent_bridge import (
     ScreenPasses,
     StepReplied,
     StepStarted,
+    SystemPromptSet,
     TurnEnded,
     TurnFailed,
     UserStored,
@@ -289,6 +290,13 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     def _user_stored(self, event: UserStored) -> None:
         if self._user_view is not None:
             self._user_view.message = event.message
+        self.refresh_status()
+
+    @on(SystemPromptSet)
+    async def _system_prompt_set(self, event: SystemPromptSet) -> None:
+        with self.session.lock:
+            messages = list(self.session.conv.messages)
+        await self.messages.sync(messages)  # in front, in place of the one it replaced
         self.refresh_status()
 
     @on(StepStarted)

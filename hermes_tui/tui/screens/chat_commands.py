@@ -113,6 +113,7 @@ class SlashCommandsMixin:
         threshold = f"{u['threshold_tokens']:,} tokens" if u["threshold_tokens"] else "–"
         rows = [
             ("tokens in context", f"{u['tokens']:,} ({u['messages']} messages)"),
+            ("system prompt", f"{u['system_prompt_tokens']:,} tokens" if u["system_prompt_tokens"] else "–"),
             ("context window", window),
             ("compaction threshold", threshold),
             ("occupancy", occupancy),

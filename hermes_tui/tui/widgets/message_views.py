@@ -373,10 +373,13 @@ class SystemMessage(MessageView):
 
     def compose(self) -> ComposeResult:
         assert self.message is not None
-        yield Folded(
-            Static(shown(self.message.content), classes="detail"),
-            title=Content.assemble("system prompt: ", shown(one_line(first_line(self.message.content)))),
-        )
+        message = self.message
+        if message.is_system_prompt:  # ours: what it says is the same every turn; its size is news
+            tokens = f" · {message.token_count:,} tokens" if message.token_count is not None else ""
+            title = Content(f"system prompt{tokens}")
+        else:  # a transcript's own (an import): its first line tells which
+            title = Content.assemble("system prompt: ", shown(one_line(first_line(message.content))))
+        yield Folded(Static(shown(message.content), classes="detail"), title=title)
 
 
 

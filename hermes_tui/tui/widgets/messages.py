@@ -414,8 +414,8 @@ class MessageList(VerticalScroll):
 
     async def sync(self, messages: list[Message]) -> None:
         """Follow a splice: drop the views (and waiting messages) no longer in the transcript
-        and add the marker where it belongs; a result trimmed in place takes its original's
-        place. Other new messages are the chat's to show (a reply being streamed, a message
+        and add the marker where it belongs (the system prompt too, new or replaced at a turn's
+        start); a result trimmed in place takes its original's place. Other new messages are the chat's to show (a reply being streamed, a message
         being sent); views without an id stay as they are."""
         ids = {m.id for m in messages}
         before = len(self.waiting)
@@ -427,7 +427,7 @@ class MessageList(VerticalScroll):
         shown = {v.message_id: v for v in self.views() if v.message_id is not None}
         waiting = {w.id for w in self.waiting if isinstance(w, Message)}
         for index, message in enumerate(messages):
-            if not message.is_marker or message.id in shown or message.id in waiting:
+            if not (message.is_marker or message.is_system_prompt) or message.id in shown or message.id in waiting:
                 continue
             after = next((m.id for m in messages[index + 1:] if m.id in shown or m.id in waiting), None)
             if after in waiting:  # among the older messages: it waits with them
