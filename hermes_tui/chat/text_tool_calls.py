@@ -8,8 +8,13 @@ Small local models often answer a request that offered tools with the call writt
   is read as ``"arguments"``, as Llama writes it; arguments may also be a JSON string
   holding the object), or a list of such objects;
 - ``json_block``: the same in a fenced code block (```` ``` ```` or ```` ```json ````);
+- ``json_doubled``: a bare call inside one more pair of braces, ``{{"name": ..., ...}}``
+  (Qwen2.5-Coder-1.5B writes it, the doubled braces of a template's escaping);
 - ``tool_call_tag``: the same between ``<tool_call>`` and ``</tool_call>`` (Qwen and
   Hermes templates; the end tag may be missing at the very end of the reply);
+- ``tools_tag``: the same between ``<tools>`` and ``</tools>``, the tag Qwen's template
+  lists the tool definitions in (Qwen2.5-Coder-1.5B calls with it); a definition echoed
+  back in it is no call, and the reply is not recovered;
 - ``function_tag``: ``<function=NAME>{...arguments...}</function>``;
 - ``function_parameters``: ``<function=NAME><parameter=KEY>value</parameter>...</function>``
   (Qwen3-Coder), either ``<function=`` form possibly inside ``<tool_call>`` tags. A
@@ -53,12 +58,14 @@ MAX_PROSE_CHARS = 300
 # Rule 3: words that make the JSON an illustration, however short the prose.
 _EXAMPLE = re.compile(r"\bexamples?\b|\be\.g\.|\bfor instance\b|\bsample\b", re.I)
 
-JSON, JSON_BLOCK, TOOL_CALL_TAG = "json", "json_block", "tool_call_tag"
+JSON, JSON_DOUBLED, JSON_BLOCK = "json", "json_doubled", "json_block"
+TOOL_CALL_TAG, TOOLS_TAG = "tool_call_tag", "tools_tag"
 FUNCTION_TAG, FUNCTION_PARAMETERS = "function_tag", "function_parameters"
 
 # A fenced block: its info string (language) and body; an unclosed fence runs to the end.
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+_TOOLS = re.compile(r"<tools>(.*?)(?:</tools>|\Z)", re.S)
 _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
 _PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.S)
 # Languages a call's JSON is fenced with; any other block is code, never a call.
@@ -131,6 +138,11 @@ def _blocks(text: str) -> list[Block]:
             form, items = TOOL_CALL_TAG, _json_calls(inner)
         found.append((match.start(), match.end(), form, items))
         taken.append(match.span())
+    for match in _TOOLS.finditer(text):
+        if not free(*match.span()):
+            continue
+        found.append((match.start(), match.end(), TOOLS_TAG, _json_calls(match.group(1))))
+        taken.append(match.span())
     for match in _FUNCTION.finditer(text):
         if free(*match.span()):
             form, items = _function_calls(match.group(0))
@@ -155,15 +167,21 @@ def _bare_json(text: str) -> Block | None:
     not a call is left to the prose (an answer may quote a dict)."""
     for match in re.finditer(r"^[ \t]*([\[{])", text, re.M):
         start = match.start(1)
+        doubled = text.startswith("{{", start)
         try:
-            value, end = decode_json_at(text, start)
+            value, end = decode_json_at(text, start + 1 if doubled else start)
         except InputError:
             continue
+        if doubled:  # the call's own braces inside one more pair: the outer one must close
+            closing = len(text[end:]) - len(text[end:].lstrip())
+            if not text.startswith("}", end + closing):
+                continue
+            end += closing + 1
         try:
             items = _items(value)
         except _NotACall:
             continue
-        return match.start(), end, JSON, items
+        return match.start(), end, JSON_DOUBLED if doubled else JSON, items
     return None
 
 

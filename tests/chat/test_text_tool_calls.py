@@ -17,7 +17,9 @@ from hermes_tui.chat.text_tool_calls import (
     FUNCTION_TAG,
     JSON,
     JSON_BLOCK,
+    JSON_DOUBLED,
     TOOL_CALL_TAG,
+    TOOLS_TAG,
     recover_calls,
 )
 from hermes_tui.tools.builtin import builtin_registry
@@ -79,6 +81,10 @@ READ = {"name": "read_file", "arguments": {"path": "setup.cfg"}}
     ('<function=read_file>{"path": "setup.cfg"}</function>', FUNCTION_TAG),
     ("<tool_call>\n<function=read_file>\n<parameter=path>\nsetup.cfg\n</parameter>\n</function>\n</tool_call>",
      FUNCTION_PARAMETERS),
+    ("{" + json.dumps(READ) + "}", JSON_DOUBLED),
+    ("{{ " + json.dumps(READ)[1:-1] + " }}", JSON_DOUBLED),
+    ("<tools>\n" + json.dumps(READ) + "\n</tools>", TOOLS_TAG),
+    ("<tools>\n" + json.dumps(READ), TOOLS_TAG),
     ('{"name": "read_file", "parameters": {"path": "setup.cfg"}}', JSON),  # Llama's key
     ('{"name": "read_file", "arguments": "{\\"path\\": \\"setup.cfg\\"}"}', JSON),  # arguments as JSON text
 ])
@@ -150,6 +156,11 @@ EXPLANATION = (
     pytest.param("<function=read_file><parameter=path>a</parameter>and some words</function>", id="text between parameters"),
     pytest.param('Set `{"name": "read_file", "arguments": {"path": "x"}}` in your config.', id="inline, mid-sentence"),
     pytest.param('The answer is {"a": 1}.', id="JSON that is no call"),
+    pytest.param("<tools></tools>", id="an empty tools tag"),
+    pytest.param('<tools>\n{"type": "function", "function": {"name": "grep", "description": "Search", "parameters": {}}}'
+                 "\n</tools>", id="a tool's definition echoed in a tools tag"),
+    pytest.param("{" + json.dumps(READ) + " and more}", id="doubled braces around more than a call"),
+    pytest.param('{{"name": "src/InventoryLedger.java", "arguments": null}}', id="doubled braces naming a file"),
 ])
 def test_near_misses_stay_answers(text):
     assert recover_calls(text, TOOLS) is None
