@@ -7,6 +7,7 @@ set), where ``.ci/run`` installs it, so these tests can never silently stop runn
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,23 @@ def _ci() -> bool:
 def _app_command() -> list[str]:
     script = Path(sys.executable).with_name("hermes-tui")
     return [str(script)] if script.is_file() else [sys.executable, "-m", "hermes_tui.cli"]
+
+
+def scripted_home(tmp_path: Path, base_url: str) -> Path:
+    """Our home for an app talking to a scripted server at ``base_url`` (extractive compaction)."""
+    home = tmp_path / "hermes_home"
+    home.mkdir()
+    (home / "config.yaml").write_text(
+        "model:\n  provider: openai-api\n  model: scripted\n"
+        f"  base_url: {base_url}\n  context_length: 32768\n"
+        "auxiliary:\n  compression:\n    provider: extractive\n"
+    )
+    return home
+
+
+def app_command_line(env: dict[str, str]) -> str:
+    """The shell command that starts the app with ``env`` added."""
+    return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *_app_command()])
 
 
 class Tmux:

@@ -11,11 +11,10 @@ no traceback reaches the terminal or the log.
 from __future__ import annotations
 
 import re
-import shlex
 
 import pytest
 from support.scripted_endpoint import answer, call, calls
-from support.tmux import _app_command, wait_for
+from support.tmux import app_command_line, scripted_home, wait_for
 
 from hermes_tui.store import Store
 
@@ -38,15 +37,9 @@ def test_one_agent_turn_reads_runs_and_edits_after_approval(tmux, tmp_path, serv
         calls(call("edit_file", "call_edit", path="notes.txt", old_string="size: small", new_string="size: large")),
         answer(ANSWER),
     ])
-    home = tmp_path / "hermes_home"
-    home.mkdir()
-    (home / "config.yaml").write_text(
-        "model:\n  provider: openai-api\n  model: scripted\n"
-        f"  base_url: {server.base_url}\n  context_length: 32768\n"
-        "auxiliary:\n  compression:\n    provider: extractive\n"
-    )
+    home = scripted_home(tmp_path, server.base_url)
     env = {"HERMES_TUI_HOME": str(home), **hf_offline_env, "PYTHONFAULTHANDLER": "1"}
-    tmux.start(shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *_app_command()]), cwd=workspace)
+    tmux.start(app_command_line(env), cwd=workspace)
 
     wait_for(tmux, lambda s: "Message · Enter sends" in s and IDLE_IN_ASK.search(s), "the app's first screen", START_TIMEOUT)
     tmux.keys("Change the size to large", literal=True)

@@ -13,7 +13,7 @@ import shlex
 
 import pytest
 from support.scripted_endpoint import answer, call, calls
-from support.tmux import _app_command, wait_for
+from support.tmux import app_command_line, scripted_home, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,17 +33,11 @@ def test_osc52_from_a_tool_result_and_a_reply_never_reaches_the_terminal(tmux, t
         calls(call("read_file", "call_read", path="evil.txt")),
         answer(f"Read it {OSC52_ST} [bold]x[/] done\x1b[2J\x1b[H"),
     ])
-    home = tmp_path / "hermes_home"
-    home.mkdir()
-    (home / "config.yaml").write_text(
-        "model:\n  provider: openai-api\n  model: scripted\n"
-        f"  base_url: {server.base_url}\n  context_length: 32768\n"
-        "auxiliary:\n  compression:\n    provider: extractive\n"
-    )
+    home = scripted_home(tmp_path, server.base_url)
     tmux.conf.write_text(tmux.conf.read_text() + "set -s set-clipboard on\n")  # OSC 52 would make a buffer
     raw = tmp_path / "pty.bin"
     env = {"HERMES_TUI_HOME": str(home), **hf_offline_env, "PYTHONFAULTHANDLER": "1"}
-    app = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *_app_command()])
+    app = app_command_line(env)
     tmux.start(f"sleep 1; exec {app}", cwd=workspace)  # the second lets pipe-pane attach before any output
     tmux.run("pipe-pane", "-o", "-t", tmux.target, f"cat >> {shlex.quote(str(raw))}")
 
