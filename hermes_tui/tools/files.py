@@ -61,7 +61,9 @@ class ReadFile(Tool):
                    "and limit to read a part of a long file.")
     parameters = _schema({
         "path": _path_param("File path, relative to the workspace"),
-        "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
+        # 0 is taken as the start: small models count from 0 (Qwen2.5-Coder asks for offset 0),
+        # and a call refused for it is a step lost for nothing.
+        "offset": {"type": "integer", "minimum": 0, "description": "First line to read (1-based; 0 also starts at 1)"},
         "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"},
     }, ["path"])
 
@@ -78,7 +80,7 @@ class ReadFile(Tool):
         if is_binary(path):
             return ToolResult(content=f"{shown} is a binary file ({_size_text(size)}); not shown",
                               bytes=size, paths=(shown,))
-        offset = arguments.get("offset", 1)
+        offset = max(1, arguments.get("offset", 1))
         limit = arguments.get("limit", DEFAULT_READ_LINES)
         budget = context.max_output_bytes
         out: list[str] = []

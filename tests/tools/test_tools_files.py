@@ -39,6 +39,14 @@ def test_read_numbers_lines_and_honours_offset_and_limit(ws):
     assert part.truncated
 
 
+def test_offset_zero_reads_from_the_first_line(ws):
+    """Small models count lines from 0 (recorded: Qwen2.5-Coder-1.5B's read_file with offset 0)."""
+    (ws / "f.txt").write_text("a\nb\nc\n")
+    result = call(ws, "read_file", path="f.txt", offset=0, limit=2)
+    assert not result.is_error
+    assert result.content.splitlines()[:2] == ["     1\ta", "     2\tb"]
+
+
 def test_read_past_the_end_says_how_long_the_file_is(ws):
     (ws / "f.txt").write_text("a\nb\n")
     result = call(ws, "read_file", path="f.txt", offset=5)

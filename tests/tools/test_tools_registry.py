@@ -110,7 +110,7 @@ def test_json_that_is_not_an_object_is_an_error_result(ctx):
 @pytest.mark.parametrize("arguments,message", [
     ('{}', "invalid arguments for read_file: 'path' is a required property"),
     ('{"path": 7}', "invalid arguments for read_file at 'path': 7 is not of type 'string'"),
-    ('{"path": "a", "offset": 0}', "invalid arguments for read_file at 'offset': 0 is less than the minimum of 1"),
+    ('{"path": "a", "offset": -1}', "invalid arguments for read_file at 'offset': -1 is less than the minimum of 0"),
     ('{"path": "a", "colour": "red"}', "invalid arguments for read_file: Additional properties are not allowed ('colour' was unexpected)"),
 ])
 def test_schema_mismatch_is_an_error_result_that_says_what_to_fix(ctx, arguments, message):
