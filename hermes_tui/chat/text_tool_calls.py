@@ -5,8 +5,9 @@ Small local models often answer a request that offered tools with the call writt
 ``Recovered.form`` records it (``meta["recovered_calls"]`` in the transcript):
 
 - ``json``: a bare JSON object ``{"name": ..., "arguments": {...}}`` (``"parameters"``
-  is read as ``"arguments"``, as Llama writes it; arguments may also be a JSON string
-  holding the object), or a list of such objects;
+  is read as ``"arguments"``, as Llama writes it, and ``"function"`` as ``"name"``, as
+  Qwen2.5-Coder-1.5B wrote it; arguments may also be a JSON string holding the object),
+  or a list of such objects;
 - ``json_block``: the same in a fenced code block (```` ``` ```` or ```` ```json ````);
 - ``json_doubled``: a bare call inside one more pair of braces, ``{{"name": ..., ...}}``
   (Qwen2.5-Coder-1.5B writes it, the doubled braces of a template's escaping);
@@ -70,7 +71,7 @@ _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
 _PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.S)
 # Languages a call's JSON is fenced with; any other block is code, never a call.
 _JSON_LANGUAGES = {"", "json", "json5", "tool_call", "tool_code"}
-_CALL_KEYS = {"name", "arguments", "parameters"}
+_CALL_KEYS = {"name", "function", "arguments", "parameters"}
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,10 @@ def _items(value: Any) -> list[tuple[str, dict[str, Any]]]:
         raise _NotACall
     items = []
     for item in values:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not set(item) <= _CALL_KEYS:
+        if not isinstance(item, dict) or not set(item) <= _CALL_KEYS or ("name" in item) == ("function" in item):
+            raise _NotACall  # not a call object, or its name given twice or not at all
+        name = item.get("name", item.get("function"))
+        if not isinstance(name, str):
             raise _NotACall
         if ("arguments" in item) == ("parameters" in item):  # neither, or both: not a call
             raise _NotACall
@@ -212,7 +216,7 @@ def _items(value: Any) -> list[tuple[str, dict[str, Any]]]:
                 raise _NotACall from None
         if not isinstance(arguments, dict):
             raise _NotACall
-        items.append((item["name"], arguments))
+        items.append((name, arguments))
     return items
 
 

@@ -156,6 +156,8 @@ EXPLANATION = (
     pytest.param("<function=read_file><parameter=path>a</parameter>and some words</function>", id="text between parameters"),
     pytest.param('Set `{"name": "read_file", "arguments": {"path": "x"}}` in your config.', id="inline, mid-sentence"),
     pytest.param('The answer is {"a": 1}.', id="JSON that is no call"),
+    pytest.param(json.dumps({"name": "read_file", "function": "read_file", "arguments": {"path": "a"}}),
+                 id="the name given twice"),
     pytest.param("<tools></tools>", id="an empty tools tag"),
     pytest.param('<tools>\n{"type": "function", "function": {"name": "grep", "description": "Search", "parameters": {}}}'
                  "\n</tools>", id="a tool's definition echoed in a tools tag"),
