@@ -6,6 +6,10 @@ It dismisses with an ``Answer``; Escape denies (the model gets a "denied" result
 carries on). "Always" is offered only when a rule can hold it (``session.agent.always_rule``:
 a compound command can only be allowed once).
 
+It shows all of it, however long: the dialog scrolls while its buttons stay docked at the
+bottom, a command's line breaks are marked (``⏎``) so a second command sixty blank lines
+down cannot hide below the first, and the rule "Always" would save is spelled out.
+
 Everything it shows of the call is the model's (the tool, the command, the path, the diff) or
 a rule's text quoting it: it is shown literally, with its control characters visible
 (``widgets.outside``), so the prompt shows the command that would run, not what an escape
@@ -18,7 +22,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.message import Message as UIMessage
 from textual.screen import ModalScreen
@@ -54,11 +58,27 @@ def diff_text(diff: str, limit: int = DIFF_LINES) -> Text:
     return text
 
 
+# Marks each line break of a command: what follows it is another command to the shell.
+LINE_BREAK = "⏎"
+
+
 def what_it_does(request: ApprovalRequest) -> str:
-    """The call in one block: the command for a command, else the arguments."""
+    """The call in one block: the command for a command (its line breaks marked), else the
+    arguments."""
     if request.command is not None:
-        return f"$ {request.command}"
+        lines = request.command.split("\n")
+        shown_lines = "\n".join(f"{line}{LINE_BREAK}" for line in lines[:-1]) + ("\n" if len(lines) > 1 else "")
+        return f"$ {shown_lines}{lines[-1]}"
     return pretty_args(request.arguments)
+
+
+def rule_line(request: ApprovalRequest) -> str:
+    """What "Always" would save, or why it is not offered."""
+    rule = always_rule(request)
+    if rule is None:
+        return ("Always is not offered: no rule can allow just this "
+                "(more than one command, or a program that runs others).")
+    return f"Always saves the rule: {rule}"
 
 
 class ApprovalScreen(ModalScreen[Answer]):
@@ -70,6 +90,7 @@ class ApprovalScreen(ModalScreen[Answer]):
             max-width: 95%;
             height: auto;
             max-height: 90%;
+            scrollbar-gutter: stable;
             padding: 1 2;
             background: $surface;
             border: round $warning;
@@ -78,7 +99,8 @@ class ApprovalScreen(ModalScreen[Answer]):
         #reason { color: $text-muted; margin-bottom: 1; }
         #call { text-style: bold; margin-bottom: 1; }
         #preview { height: auto; max-height: 20; border: round $border; margin-bottom: 1; }
-        #buttons { height: auto; align-horizontal: right; }
+        #rule { color: $text-muted; margin-bottom: 1; }
+        #buttons { dock: bottom; height: auto; align-horizontal: right; background: $surface; }
         #buttons Button { margin-left: 1; }
     }
     """
@@ -99,10 +121,12 @@ class ApprovalScreen(ModalScreen[Answer]):
         self.can_always = always_rule(request) is not None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog") as dialog:
+        # Scrolls when the call is long; the buttons are docked, so they stay on screen.
+        with VerticalScroll(id="dialog") as dialog:
             dialog.border_title = Content.assemble("Allow ", shown(self.request.tool), "?")  # a str title is markup
             yield Static(shown(self.reason), id="reason")
             yield Static(shown(what_it_does(self.request)), id="call")
+            yield Static(shown(rule_line(self.request)), id="rule")
             if self.preview:
                 with VerticalScroll(id="preview"):
                     yield Static(diff_text(self.preview), id="diff")
