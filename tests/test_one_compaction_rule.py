@@ -72,14 +72,15 @@ def run_cli(home: Path, *args: str) -> str:
 
 def test_compact_and_eval_decide_as_the_app_does(hermes_home, tmp_path):
     transcript = chat_transcript()
+    app, system_prompt = app_decisions(tmp_path, transcript)
+    # The app's turns begin with its system prompt: compact and eval read the same transcript.
     path = tmp_path / "chat.json"
-    path.write_text(json.dumps(transcript), encoding="utf-8")
+    path.write_text(json.dumps([{"role": "system", "content": system_prompt}, *transcript]), encoding="utf-8")
     write_config(hermes_home)
 
     compact = decisions(run_cli(hermes_home, "compact", str(path), "--out", str(tmp_path / "out.json")))
     evaluated = decisions(run_cli(hermes_home, "eval", str(path), "--turns", "user", "--plant-every", "0",
                                   "--context-limit", str(LIMIT)))
-    app = app_decisions(tmp_path, transcript)
 
     # The watermark policy: several passes, each when the context passed the high mark.
     assert len(compact) >= 2 and all("micro down to" in d for d in compact), compact
@@ -89,7 +90,8 @@ def test_compact_and_eval_decide_as_the_app_does(hermes_home, tmp_path):
     print("\n".join(compact))
 
 
-def app_decisions(tmp_path: Path, transcript: list[dict]) -> list[str]:
+def app_decisions(tmp_path: Path, transcript: list[dict]) -> tuple[list[str], str]:
+    """What the app decided over the transcript's turns, and the system prompt it began with."""
     script = [{"text": [m["content"]], "finish_reason": "stop"} for m in transcript if m["role"] == "assistant"]
     server = ScriptedServer(script, tmp_path)
     try:
@@ -112,22 +114,24 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _drive_app(config: Config, tmp_path: Path, user_texts: list[str]) -> list[str]:
+def _drive_app(config: Config, tmp_path: Path, user_texts: list[str]) -> tuple[list[str], str]:
     lines = Lines()
     logger = logging.getLogger("hermes_tui.compaction")
     level = logger.level
     logger.addHandler(lines)
     logger.setLevel(logging.INFO)
+    prompts: list[str] = []
     try:
-        _run_app(config, tmp_path, user_texts)
+        _run_app(config, tmp_path, user_texts, prompts)
     finally:
         logger.removeHandler(lines)
         logger.setLevel(level)
-    return decisions("\n".join(lines.lines))
+    (system_prompt,) = prompts
+    return decisions("\n".join(lines.lines)), system_prompt
 
 
 @app_test
-async def _run_app(config: Config, tmp_path: Path, user_texts: list[str]) -> None:
+async def _run_app(config: Config, tmp_path: Path, user_texts: list[str], prompts: list[str]) -> None:
     with Store(tmp_path / "app.db") as store:
         # A chat model without tools, as compact's replay has none: the requests then hold the
         # conversation alone (tool definitions would not fit this 2,048-token window).
@@ -140,6 +144,9 @@ async def _run_app(config: Config, tmp_path: Path, user_texts: list[str]) -> Non
             for text in user_texts:
                 await type_and_send(pilot, text)
                 await settle(pilot, screen)  # the reply and any pass it made due have landed
+            first = screen.session.conv.messages[0]
+            assert first.is_system_prompt
+            prompts.append(first.content)
 
 
 def test_demo_decides_as_compact_does(hermes_home):
