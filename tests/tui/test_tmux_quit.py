@@ -85,7 +85,8 @@ def test_quit_while_a_long_reply_streams_into_a_large_session(tmux, tmp_path, se
     _quit_and_check(tmux, home)
 
     with Store(home / "state.db") as store:
-        stored = store.load_active(session.id)
+        first, *stored = store.load_active(session.id)
+    assert first.is_system_prompt  # the turn's system prompt, put in front (not under test here)
     assert len(stored) >= SEEDED + 1
     assert stored[SEEDED].role == "user" and stored[SEEDED].content == PROMPT
     # What arrived is kept as Escape keeps it: marked stopped, never a finished reply.
@@ -113,7 +114,8 @@ def test_quit_while_an_agent_command_runs(tmux, tmp_path, servers, hf_offline_en
 
     with Store(home / "state.db") as store:
         (session,) = store.list_sessions()
-        stored = store.load_active(session.id)
+        first, *stored = store.load_active(session.id)
+    assert first.is_system_prompt  # the turn's system prompt, put in front (not under test here)
     assert [m.role for m in stored][:2] == ["user", "assistant"]
     assert stored[1].tool_calls and stored[1].tool_calls[0]["id"] == "call_sleep"
     # The command was killed and its call answered "stopped" before the store closed; no
@@ -146,7 +148,8 @@ def test_quit_while_a_pass_waits_for_a_slow_summarizer(tmux, tmp_path, servers, 
     _quit_and_check(tmux, home)
 
     with Store(home / "state.db") as store:
-        stored = store.load_active(session.id)
+        first, *stored = store.load_active(session.id)
+    assert first.is_system_prompt  # the turn's system prompt, put in front (not under test here)
     # The pass was abandoned (a plan writes nothing): the transcript is what it was plus the exchange.
     assert [m.content for m in stored[:40]] == [m.content for m in seeded]
     assert [(m.role, m.content) for m in stored[40:]] == [("user", PROMPT), ("assistant", "Short answer.")]

@@ -165,7 +165,7 @@ def test_hermes_tui_in_a_real_terminal(tmux, tmp_path, tiny_model, hf_offline_en
         if match:
             rows[match[1]] = match[2]
     assert "█ Usage" in screen
-    assert rows["tokens in context"] == f"{tokens:,} (2 messages)"
+    assert rows["tokens in context"] == f"{tokens:,} (3 messages)"  # the system prompt, the message, the reply
     assert rows["context window"] == f"{WINDOW:,} tokens (config)"
     assert rows["compaction threshold"] == f"{threshold:,} tokens"
     assert re.fullmatch(r"\d+\.\d% of the compaction threshold", rows["occupancy"])
@@ -191,6 +191,6 @@ def test_hermes_tui_in_a_real_terminal(tmux, tmp_path, tiny_model, hf_offline_en
     with Store(home / "state.db") as store:
         (session,) = store.list_sessions()
         stored = store.load_active(session.id)
-    assert [m.role for m in stored] == ["user", "assistant"]
-    assert stored[0].content == MESSAGE and stored[1].content.strip()
+    assert [m.role for m in stored] == ["system", "user", "assistant"] and stored[0].is_system_prompt
+    assert stored[1].content == MESSAGE and stored[2].content.strip()
     assert session.title == MESSAGE
