@@ -406,41 +406,17 @@ def _defrag(
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 
 
-# A defrag answer this much smaller than its input gets a second round on itself; one that
-# is not (a 1:1 rewrite, a copy) would only be rewritten again.
-SECOND_ROUND_MAX_RATIO = 0.9
-
-
 def _consolidate(
     ctx: PassContext, state: MicroState, request: SummaryRequest, input_tokens: int, stats: dict
 ) -> tuple[str, PassResult | None]:
     """Ask for a defrag and judge it: the consolidated text, or the failed pass (with back-off,
-    so a model that cannot shrink the summary does not loop on defrag).
-
-    A model's answer that shrank but not enough gets one more round on itself, judged against
-    the first input: small models write a 450-token piece back at 70-77% where 60% is asked,
-    and the same request after the back-off got the same answer; twice 77% is under 60%."""
-    text, problem, detail = _defrag_answer(ctx, request, input_tokens, stats)
-    if problem == checks.NOT_SHRUNK and runs_a_model(ctx.summarizer) and \
-            ctx.counter.count_text(text) <= SECOND_ROUND_MAX_RATIO * input_tokens:
-        text, problem, detail = _defrag_answer(ctx, SummaryRequest("defrag", text, []), input_tokens, stats)
-    if not problem:
-        return text, None
-    failures = state.defrag_failures + 1
-    new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
-    return text, PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
-
-
-def _defrag_answer(
-    ctx: PassContext, request: SummaryRequest, input_tokens: int, stats: dict
-) -> tuple[str, str | None, str | None]:
-    """One defrag call, judged against ``input_tokens``: (text, problem, detail); the call's
-    usage is added to ``stats``."""
+    so a model that cannot shrink the summary does not loop on defrag)."""
+    detail: str | None = None
     text = ""
     try:
         completion = run_summarizer(ctx.summarizer, request, max_tokens=generation_budget(ctx, input_tokens, DEFRAG_MAX_RATIO),
                                     speed=ctx.speed)
-        _add_usage(stats, completion)
+        stats.update(_usage(completion))
         text = redact(checks.clean_summary(completion.text))
         problem = checks.defrag_problem(
             text, finish_reason=completion.finish_reason, new_tokens=ctx.counter.count_text(text),
@@ -448,8 +424,12 @@ def _defrag_answer(
             judge_scraps=runs_a_model(ctx.summarizer),
         )
     except SummarizerError as exc:
-        return text, exc.kind, failure_detail(exc)
-    return text, problem, None
+        problem, detail = exc.kind, failure_detail(exc)
+    if not problem:
+        return text, None
+    failures = state.defrag_failures + 1
+    new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
+    return text, PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
 
 
 def _fitting(messages: list[Message], indices: list[int], room: int, ctx: PassContext) -> list[int]:
