@@ -59,11 +59,11 @@ from hermes_tui.analysis.replay import exchange_ends
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.prefix import CacheTally, request_cost
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import TokenCounter, count_message
+from hermes_tui.core.transcript import MICRO, Message, TranscriptError, parse_transcript, wire_view
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.tokens import TokenCounter, count_message
-from hermes_tui.transcript import MICRO, Message, TranscriptError, parse_transcript, wire_view
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"

@@ -51,11 +51,11 @@ from hermes_tui.compaction.prompts import NOTHING_NEW
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import EstimateCounter
+from hermes_tui.core.transcript import parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.tokens import EstimateCounter
-from hermes_tui.transcript import parse_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"

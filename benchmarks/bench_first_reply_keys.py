@@ -125,7 +125,7 @@ def one_run(args) -> dict:
             import hermes_tui.tui.app as app_module
 
             app_module.warm_openai_sdk = lambda config: None
-        from hermes_tui.logs import setup_logging
+        from hermes_tui.util.logs import setup_logging
 
         setup_logging()
         with SlowSummarizerServer(0.0) as server:

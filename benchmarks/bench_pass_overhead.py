@@ -59,11 +59,11 @@ from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
-from hermes_tui.conversation import Conversation
-from hermes_tui.logs import setup_logging
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import EstimateCounter
+from hermes_tui.core.transcript import Message, parse_transcript
 from hermes_tui.session.wiring import build_compactor
-from hermes_tui.tokens import EstimateCounter
-from hermes_tui.transcript import Message, parse_transcript
+from hermes_tui.util.logs import setup_logging
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"

@@ -62,11 +62,11 @@ from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.checks import clean_summary, looks_like_instructions
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import parse_transcript, wire_view
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
-from hermes_tui.transcript import parse_transcript, wire_view
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SESSIONS = SHARED / "data" / "sessions"

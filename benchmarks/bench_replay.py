@@ -42,11 +42,11 @@ from hermes_tui.analysis.replay import replay
 from hermes_tui.analysis.report import format_trajectory
 from hermes_tui.compaction.window import tail_start
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import count_message, count_messages
+from hermes_tui.core.transcript import parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.tokens import count_message, count_messages
-from hermes_tui.transcript import parse_transcript
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"

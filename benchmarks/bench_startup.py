@@ -96,7 +96,7 @@ def make_home(home: Path) -> str:
     The long session's messages are stored with their token counts, as the app stores them
     (it counts each message as it joins the conversation, with the config's counter)."""
     from hermes_tui.config import load_config
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
     from hermes_tui.session.wiring import make_counter
     from hermes_tui.store import Store
 

@@ -52,11 +52,11 @@ from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
 from hermes_tui.config import CompressionConfig
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import EstimateCounter
+from hermes_tui.core.transcript import Message, parse_transcript
 from hermes_tui.session.wiring import build_compactor
 from hermes_tui.store import Store
-from hermes_tui.tokens import EstimateCounter
-from hermes_tui.transcript import Message, parse_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.transcript import parse_transcript
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 CONTEXT_LIMIT = 32_768

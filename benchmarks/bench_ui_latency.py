@@ -223,13 +223,13 @@ DEMO_CONTEXT_LENGTH = 131_072  # the demo session's ~52K tokens at ~50% of the t
 
 def demo_session():
     """The bundled real agent session (182 messages, 90 tool exchanges)."""
-    from hermes_tui.transcript import parse_transcript
+    from hermes_tui.core.transcript import parse_transcript
 
     return parse_transcript(DEMO_SESSION.read_text(encoding="utf-8"), source=str(DEMO_SESSION))
 
 
 def agent_session():
-    from hermes_tui.transcript import Message
+    from hermes_tui.core.transcript import Message
 
     messages = [
         Message("system", "You are a coding agent. Work in small steps and check every result."),
@@ -589,8 +589,8 @@ def run(args) -> dict:
         if args.chat == "tiny":
             import mlx_lm  # noqa: F401  - on the main thread first, as cli.run_app does
 
-        from hermes_tui import paths
-        from hermes_tui.logs import setup_logging
+        from hermes_tui.util import paths
+        from hermes_tui.util.logs import setup_logging
 
         setup_logging()
         with SlowSummarizerServer(args.pass_seconds) as server, (

@@ -3,7 +3,7 @@
     uv run python benchmarks/calibrate_estimate.py TOKENIZER_JSON [SESSION.json ...]
 
 Sessions default to ../shared/data/sessions/*.json. Prints the fitted coefficients
-(to paste into hermes_tui/tokens.py), then the error of the current coefficients and
+(to paste into hermes_tui/core/tokens.py), then the error of the current coefficients and
 of the anchor's chars/4 rule: per message (median and p90 absolute error) and over
 whole transcripts (total ratio), which is what thresholds and occupancy depend on.
 """
@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.tokens import EstimateCounter, TokenizerCounter
-from hermes_tui.transcript import parse_transcript
+from hermes_tui.core.tokens import EstimateCounter, TokenizerCounter
+from hermes_tui.core.transcript import parse_transcript
 
 DEFAULT_SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 

@@ -31,7 +31,7 @@ BURN = "while True: pass"
 def long_session(count: int = LONG_MESSAGES) -> list:
     """``count`` messages: the demo session's (after its system prompt) over and over, each
     copy's tool call ids its own; ends after a whole exchange."""
-    from hermes_tui.transcript import parse_transcript
+    from hermes_tui.core.transcript import parse_transcript
 
     raw = json.loads(DEMO_SESSION.read_text(encoding="utf-8"))
     out, copy = [raw[0]], 0

@@ -21,9 +21,9 @@ from hermes_tui.compaction.sizing import instant
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
-from hermes_tui.conversation import Conversation
-from hermes_tui.tokens import EstimateCounter
-from hermes_tui.transcript import Message
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import EstimateCounter
+from hermes_tui.core.transcript import Message
 
 _ids = itertools.count()
 
@@ -142,7 +142,7 @@ def user_texts(messages: list[Message]) -> list[str]:
 
 
 def assert_tools_paired(messages: list[Message]) -> None:
-    from hermes_tui.transcript import check_tool_pairing
+    from hermes_tui.core.transcript import check_tool_pairing
 
     check_tool_pairing(messages)
     for n, m in enumerate(messages):

@@ -266,7 +266,7 @@ async def test_the_app_shows_a_config_that_does_not_load(case, hermes_home, tmp_
 
 
 def test_an_import_the_database_refuses_leaves_no_session_row(tmp_path):
-    from hermes_tui.transcript import Message
+    from hermes_tui.core.transcript import Message
 
     db = tmp_path / "state.db"
     with Store(db) as store:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import yaml
 
-from hermes_tui import paths
 from hermes_tui.analysis import bench as analysis_bench
 from hermes_tui.analysis import evaluate as analysis_evaluate
 from hermes_tui.analysis.bench_results import SAMPLE_SESSION
@@ -27,6 +26,7 @@ from hermes_tui.providers.context_limits import resolve
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.util import paths
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"

@@ -47,9 +47,9 @@ from hermes_tui.analysis.fact_tracking import (
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.engine import Compactor, PassReport
-from hermes_tui.conversation import Conversation
-from hermes_tui.transcript import Message, wire_view
-from hermes_tui.untrusted import InputError, load_json
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import Message, wire_view
+from hermes_tui.util.untrusted import InputError, load_json
 
 # The planting and tracking live in fact_tracking; these names are part of this module's API.
 __all__ = [

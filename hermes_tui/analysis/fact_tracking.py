@@ -12,7 +12,7 @@ from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.redaction import redact_message
 from hermes_tui.compaction.state import PassResult
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 DECISION, OPEN_QUESTION = "decision", "open_question"
 KINDS = factlib.KINDS + (DECISION, OPEN_QUESTION)

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hermes_tui.compaction.engine import Compactor, PassReport, Persist
-from hermes_tui.conversation import Conversation
-from hermes_tui.faults import crash_point
-from hermes_tui.tokens import count_messages
-from hermes_tui.transcript import Message, iter_steps, iter_turns
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import count_messages
+from hermes_tui.core.transcript import Message, iter_steps, iter_turns
+from hermes_tui.util.faults import crash_point
 
 TURN_MODES = ("user", "step")
 

@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def default_log_path(*, hermes_agent: bool = False) -> Path:
     """hermes-tui's own log, or (``hermes_agent``) Hermes Agent's, which is only ever read."""
     # Imported here: paths.py resolves the homes and platformdirs, which only main needs.
-    from hermes_tui import paths
+    from hermes_tui.util import paths
 
     return Path(paths.hermes_agent_log_path() if hermes_agent else paths.log_path())
 

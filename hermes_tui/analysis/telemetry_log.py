@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_tui.untrusted import InputError, decode_json_at
+from hermes_tui.util.untrusted import InputError, decode_json_at
 
 MICRO_MARKER = "micro compaction telemetry:"
 BATCH_MARKER = "context compression attempt telemetry:"

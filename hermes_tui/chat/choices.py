@@ -8,7 +8,7 @@ run the choice where it lives (a local model under ``openai-api``, an endpoint m
 under ``mlx``, or ``auto`` resolving to the other side).
 
 Nothing here writes or touches the UI: the app writes the changes through
-``config_edit`` and rebuilds its clients.
+``config.edit`` and rebuilds its clients.
 """
 
 from __future__ import annotations

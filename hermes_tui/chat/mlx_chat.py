@@ -31,7 +31,7 @@ from hermes_tui.chat.client import (
     Usage,
 )
 from hermes_tui.chat.mlx_tool_calls import ToolCallSplitter, for_chat_template, supports_tool_calls
-from hermes_tui.content_parts import for_text_only_model
+from hermes_tui.core.content_parts import for_text_only_model
 from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime, ModelUnavailable
 

@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from ..untrusted import InputError, load_json
+from ..util.untrusted import InputError, load_json
 from .client import ChatDelta, ChatToolDelta, tool_call
 
 _NORMAL, _TOOL = "normal", "tool"

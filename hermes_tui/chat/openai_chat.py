@@ -66,7 +66,7 @@ from ..providers.openai_errors import (
 )
 from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED
 from ..providers.openai_http import CallLimits, SdkClient
-from ..untrusted import InputError, load_json
+from ..util.untrusted import InputError, load_json
 from .client import (
     DEFAULT_MAX_TOKENS,
     MALFORMED,

@@ -40,7 +40,7 @@ from ..providers.openai_errors import (
 )
 from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED
 from ..providers.openai_http import CallLimits
-from ..untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
+from ..util.untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,
     CONTEXT_EXCEEDED,

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..untrusted import model_text
+from ..util.untrusted import model_text
 from .client import ChatToolDelta, tool_call
 
 

@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..untrusted import InputError, decode_json_at, load_json
+from ..util.untrusted import InputError, decode_json_at, load_json
 from .client import tool_call
 
 # Rule 3: a line or two around the call ("I'll search for it:", "This lists the files.").

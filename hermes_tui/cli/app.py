@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_tui import paths
 from hermes_tui.cli.common import UserError, config_from
-from hermes_tui.logs import setup_logging
 from hermes_tui.store import Store
 from hermes_tui.tui.heap import hold_collections, release_collections
+from hermes_tui.util import paths
+from hermes_tui.util.logs import setup_logging
 
 if TYPE_CHECKING:
     from hermes_tui.config import Config
@@ -61,7 +61,7 @@ def _run_app(args: argparse.Namespace) -> int:
 def _check_transcript(path: Path, session: str | None) -> None:
     """A file ``open`` cannot take: one line. A file of several sessions with none chosen: its
     sessions listed on stdout, and how to pick one."""
-    from hermes_tui.hermes_sessions import SeveralSessions, read_transcript_file
+    from hermes_tui.hermes_agent.sessions import SeveralSessions, read_transcript_file
 
     try:
         read_transcript_file(path, session=session)
@@ -120,7 +120,7 @@ def run_headless_turn(args: argparse.Namespace) -> int:
             raise UserError(f"agent.workspace: {exc}") from None
     problem = failure_line(outcome, config.agent.max_steps)
     if problem is None:
-        from hermes_tui.terminal_text import visible_controls
+        from hermes_tui.util.terminal_text import visible_controls
 
         print(visible_controls(outcome.result.text))  # the model's text, to a terminal: its escapes shown, not obeyed
     else:

@@ -51,10 +51,10 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_bench_command(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.bench_results import BenchError
     from hermes_tui.config import ConfigError
+    from hermes_tui.core.transcript import TranscriptError
     from hermes_tui.providers.mlx_runtime import ModelUnavailable
     from hermes_tui.providers.select import ProviderError
     from hermes_tui.store import StoreError
-    from hermes_tui.transcript import TranscriptError
 
     try:
         return _run(args)
@@ -64,9 +64,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from hermes_tui import paths
     from hermes_tui.analysis import bench, bench_results
     from hermes_tui.store import Store
+    from hermes_tui.util import paths
 
     if args.list:
         with Store(paths.state_db_path()) as store:

@@ -6,20 +6,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from hermes_tui import paths
 from hermes_tui.analysis.replay import ReplayResult, replay
 from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, Config
-from hermes_tui.conversation import Conversation
-from hermes_tui.hermes_sessions import read_transcript_file
-from hermes_tui.logs import setup_logging
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import dump_transcript, read_transcript
+from hermes_tui.hermes_agent.sessions import read_transcript_file
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.store import Store
 from hermes_tui.summarizers.select import make_summarizer
-from hermes_tui.transcript import dump_transcript, read_transcript
+from hermes_tui.util import paths
+from hermes_tui.util.logs import setup_logging
 
 DEMO_SESSION = Path(__file__).resolve().parents[1] / "assets" / "demo_session.json"
 

@@ -69,10 +69,10 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.evaluate import evaluate, format_result, make_probes, run_probes
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
+    from hermes_tui.core.transcript import parse_transcript
     from hermes_tui.session.wiring import make_compactor, make_counter
     from hermes_tui.summarizers.select import make_summarizer
-    from hermes_tui.transcript import parse_transcript
 
     if args.context_limit < 256:
         raise EvalError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")
@@ -96,7 +96,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise EvalError(f"{args.transcript}: cannot read ({exc})") from None
     messages = parse_transcript(text, source=str(args.transcript))
-    from hermes_tui.logs import setup_logging
+    from hermes_tui.util.logs import setup_logging
 
     setup_logging()  # each pass and each policy decision logs its line, as compact does
     counter = make_counter(config)

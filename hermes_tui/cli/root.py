@@ -40,11 +40,11 @@ def user_errors() -> tuple[type[Exception], ...]:
     ``except`` clause is evaluated then), so a command does not load what it never uses."""
     from hermes_tui.cli.common import UserError
     from hermes_tui.config import ConfigError
-    from hermes_tui.logs import LogFileError
+    from hermes_tui.core.transcript import TranscriptError
+    from hermes_tui.hermes_agent.state_db import HermesImportError
     from hermes_tui.providers.select import ProviderError
     from hermes_tui.store import StoreError
-    from hermes_tui.store.hermes import HermesImportError
-    from hermes_tui.transcript import TranscriptError
+    from hermes_tui.util.logs import LogFileError
 
     return (UserError, ConfigError, ProviderError, TranscriptError, StoreError, LogFileError, HermesImportError)
 
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except user_errors() as exc:
-        from hermes_tui.terminal_text import visible_controls
+        from hermes_tui.util.terminal_text import visible_controls
 
         # The message may quote outside text (an endpoint's error, a transcript's value).
         print(f"hermes-tui: {visible_controls(str(exc))}", file=sys.stderr)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hermes_tui import paths
 from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.store import Store
+from hermes_tui.util import paths
 
 
 def _store() -> Store:
@@ -53,7 +53,7 @@ def run_sessions_export(args: argparse.Namespace) -> int:
     if args.format == "hermes":
         import json
 
-        from hermes_tui.hermes_sessions import to_hermes_snapshot
+        from hermes_tui.hermes_agent.sessions import to_hermes_snapshot
 
         snapshot = to_hermes_snapshot(messages, session_id=info.id, title=info.title, model=info.model)
         print(json.dumps(snapshot, ensure_ascii=False, indent=1))
@@ -65,7 +65,7 @@ def run_sessions_export(args: argparse.Namespace) -> int:
 def run_sessions_import(args: argparse.Namespace) -> int:
     """List Hermes' conversations, or import the named ones (or all): everything is read first,
     so a bad session id imports nothing."""
-    from hermes_tui.session.hermes_import import (
+    from hermes_tui.hermes_agent.importer import (
         conversations,
         hermes_db,
         listing_line,

@@ -32,9 +32,9 @@ from hermes_tui.compaction.state import (
 from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.window import head_end, tail_start
-from hermes_tui.conversation import Splice
-from hermes_tui.tokens import count_message, count_messages
-from hermes_tui.transcript import BATCH, Message, make_marker
+from hermes_tui.core.conversation import Splice
+from hermes_tui.core.tokens import count_message, count_messages
+from hermes_tui.core.transcript import BATCH, Message, make_marker
 
 # Input per summarizer call: small enough for a small local model's window; less for a model
 # too slow to read that much in time (sizing.py).

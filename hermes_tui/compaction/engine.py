@@ -54,9 +54,9 @@ from hermes_tui.compaction.state import (
 )
 from hermes_tui.compaction.trim import TRIM, TRIMMED, TrimResult, plan_trim
 from hermes_tui.compaction.window import head_end
-from hermes_tui.conversation import Conversation, StaleSplice
-from hermes_tui.tokens import count_message, count_messages
-from hermes_tui.transcript import MICRO, Message
+from hermes_tui.core.conversation import Conversation, StaleSplice
+from hermes_tui.core.tokens import count_message, count_messages
+from hermes_tui.core.transcript import MICRO, Message
 
 log = logging.getLogger("hermes_tui.compaction")
 

@@ -32,9 +32,9 @@ from collections.abc import Iterable, Sequence
 from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.lazy_pattern import lazy_compile
 from hermes_tui.compaction.redaction import REDACTED, looks_generated, redact
-from hermes_tui.tokens import TokenCounter
-from hermes_tui.transcript import Message
-from hermes_tui.untrusted import load_json
+from hermes_tui.core.tokens import TokenCounter
+from hermes_tui.core.transcript import Message
+from hermes_tui.util.untrusted import load_json
 
 Fact = tuple[str, str]  # (kind, value)
 

@@ -33,7 +33,7 @@ from typing import Any
 from hermes_tui.compaction import facts, hermes_markers, user_floor
 from hermes_tui.compaction.checks import looks_like_instructions
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, MARKER_KINDS, MICRO, Message
+from hermes_tui.core.transcript import MARKER_FOOTER, MARKER_HEADER, MARKER_KINDS, MICRO, Message
 
 KINDS = MARKER_KINDS
 # Far past any summary worth keeping (a whole context window of text); beyond it the

@@ -45,9 +45,9 @@ from hermes_tui.compaction.summarizer import Summarizer, SummarizerError, runs_a
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
 from hermes_tui.config import AuxiliaryCompressionConfig
-from hermes_tui.conversation import Splice
-from hermes_tui.tokens import TokenCounter, count_message, count_messages
-from hermes_tui.transcript import MICRO, Message, exchange_end, make_marker
+from hermes_tui.core.conversation import Splice
+from hermes_tui.core.tokens import TokenCounter, count_message, count_messages
+from hermes_tui.core.transcript import MICRO, Message, exchange_end, make_marker
 
 DEFRAG_MAX_RATIO = 0.6
 MERGE, APPEND = "merge", "append"

@@ -13,8 +13,8 @@ import json
 import re
 
 from hermes_tui.compaction.checks import looks_like_instructions
-from hermes_tui.transcript import Message
-from hermes_tui.untrusted import load_json
+from hermes_tui.core.transcript import Message
+from hermes_tui.util.untrusted import load_json
 
 _SENTENCE = re.compile(r"(.+?[.!?:])(\s|$)", re.S)
 _PATH = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,6}\b")

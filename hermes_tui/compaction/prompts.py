@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from hermes_tui.transcript import Message
-from hermes_tui.untrusted import load_json
+from hermes_tui.core.transcript import Message
+from hermes_tui.util.untrusted import load_json
 
 # A single tool output can be tens of KB; the summarizer needs its gist, not all of it.
 # The original stays archived in the store, so eliding the middle here loses nothing.

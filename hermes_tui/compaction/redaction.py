@@ -53,7 +53,7 @@ from typing import Any
 
 from hermes_tui.compaction.secret_rules import _HINT, _RULES, _redact_generated, _Rule
 from hermes_tui.compaction.secret_shapes import REDACTED, looks_generated
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 __all__ = [
     "REDACTED", "contains_secret", "count_secrets", "looks_generated", "redact", "redact_message", "redact_with_count",

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hermes_tui.compaction.markers import MarkerSummary, is_marker, read_marker
-from hermes_tui.conversation import Splice
-from hermes_tui.transcript import Message, exchange_end, group_end
+from hermes_tui.core.conversation import Splice
+from hermes_tui.core.transcript import Message, exchange_end, group_end
 
 # Outcomes (DESIGN.md "Pass outcomes"), plus "stale" and "error".
 ABSORBED = "absorbed"

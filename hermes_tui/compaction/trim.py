@@ -57,9 +57,9 @@ from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.state import MicroState, PassResult
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
-from hermes_tui.conversation import Replacement
-from hermes_tui.tokens import TokenCounter, count_message, count_messages
-from hermes_tui.transcript import Message, new_message_id
+from hermes_tui.core.conversation import Replacement
+from hermes_tui.core.tokens import TokenCounter, count_message, count_messages
+from hermes_tui.core.transcript import Message, new_message_id
 
 TRIM = "trim"                        # the kind of the result and its report
 TRIMMED = "trimmed"                  # outcome: results were trimmed

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.tokens import TokenCounter, count_message
-from hermes_tui.transcript import MARKER_FOOTER, MARKER_HEADER, Message
+from hermes_tui.core.tokens import TokenCounter, count_message
+from hermes_tui.core.transcript import MARKER_FOOTER, MARKER_HEADER, Message
 
 if TYPE_CHECKING:  # the store reads markers through this module: no config for that
     from hermes_tui.compaction.window import ContextWindow

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
-from hermes_tui.tokens import TokenCounter, count_message
-from hermes_tui.transcript import Message, group_end, group_start
+from hermes_tui.core.tokens import TokenCounter, count_message
+from hermes_tui.core.transcript import Message, group_end, group_start
 
 
 @dataclass

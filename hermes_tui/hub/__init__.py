@@ -7,7 +7,7 @@ imports the UI; long work (``download``) reports through a callback and stops wh
 
 from typing import TYPE_CHECKING
 
-from hermes_tui.lazy_exports import lazy_exports
+from hermes_tui.util.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from hermes_tui.hub.catalog import (

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from hermes_tui import paths
 from hermes_tui.hub.catalog import ROLES, catalog_repos
 from hermes_tui.hub.errors import HubError
 from hermes_tui.hub.hf import hf_cache_dir
 from hermes_tui.providers.mlx_runtime import imported_model
+from hermes_tui.util import paths
 
 if TYPE_CHECKING:
     from hermes_tui.config import Config
@@ -260,12 +260,12 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     endpoint (e.g. mlx_lm.server) may serve this very model; the note says how to run it
     in-process instead.
 
-    Only the changed keys are written (``config_edit.save_changes``, as the settings
+    Only the changed keys are written (``config.edit.save_changes``, as the settings
     screen does): the user's comments and layout stay. A config.yaml that does not load
     is an error here (ConfigError), never replaced.
     """
     from hermes_tui.config import load_config
-    from hermes_tui.config_edit import save_changes
+    from hermes_tui.config.edit import save_changes
     from hermes_tui.providers import select as provider_select
     from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 

@@ -45,10 +45,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from hermes_tui import paths
 from hermes_tui.hub.gguf.convert import convert_gguf
 from hermes_tui.hub.gguf.header import check_gguf_header, has_gguf_magic, read_gguf_header
 from hermes_tui.hub.import_common import ModelImportError, ProgressFn, brief
+from hermes_tui.util import paths
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -62,7 +62,7 @@ def import_model(
 ) -> Path:
     """Import an MLX model folder or a GGUF file as ``dest_root/NAME``; return that folder.
 
-    ``dest_root`` defaults to :func:`hermes_tui.paths.models_dir`. ``name`` defaults to
+    ``dest_root`` defaults to :func:`hermes_tui.util.paths.models_dir`. ``name`` defaults to
     the folder name or the file's stem (characters other than letters, digits, ``.``,
     ``_`` and ``-`` become ``-``). An existing model of that name is never overwritten.
     """

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_tui.untrusted import InputError, load_json
+from hermes_tui.util.untrusted import InputError, load_json
 
 log = logging.getLogger("hermes_tui.providers.context_limits")
 

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_tui import paths
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
 from hermes_tui.providers.context_limit import (
     ContextLimit,
@@ -48,7 +47,8 @@ from hermes_tui.providers.context_limit import (
 )
 from hermes_tui.providers.context_probe import probe_server
 from hermes_tui.providers.context_table import from_table
-from hermes_tui.untrusted import load_json
+from hermes_tui.util import paths
+from hermes_tui.util.untrusted import load_json
 
 __all__ = [
     "CACHE_FILE",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hermes_tui.providers.context_limit import ContextLimit, _as_tokens
-from hermes_tui.untrusted import InputError, load_json
+from hermes_tui.util.untrusted import InputError, load_json
 
 log = logging.getLogger("hermes_tui.providers.context_limits")
 

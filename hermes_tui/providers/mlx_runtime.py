@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_tui import paths
 from hermes_tui.providers.mlx_prefix import (
     PREFILL_STEP_S,  # noqa: F401 - part of this module's interface (bench_cancel reads it here)
     PrefixCache,
@@ -48,6 +47,7 @@ from hermes_tui.providers.mlx_thread import (  # noqa: F401 - re-exported: calle
     _park_thread,
     _take_thread,
 )
+from hermes_tui.util import paths
 
 EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
 

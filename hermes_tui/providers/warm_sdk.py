@@ -13,9 +13,9 @@ from __future__ import annotations
 import threading
 
 from hermes_tui.config import Config
-from hermes_tui.logs import get_logger
 from hermes_tui.providers.mlx_runtime import ModelUnavailable
 from hermes_tui.providers.select import ProviderError, resolve_provider
+from hermes_tui.util.logs import get_logger
 
 log = get_logger("providers")
 

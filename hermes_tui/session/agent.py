@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_tui.chat.client import CANCELLED, NO_TOOLS, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.chat.text_tool_calls import recover_calls
 from hermes_tui.compaction.trim import cut
-from hermes_tui.logs import get_logger
+from hermes_tui.core.transcript import Message
 from hermes_tui.session import system_prompt
 from hermes_tui.session.fit import FitListener
 from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
@@ -78,7 +78,7 @@ from hermes_tui.tools.approval import (
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import Workspace
-from hermes_tui.transcript import Message
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.compaction.engine import PassReport

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from hermes_tui.chat.client import ChatDone
-from hermes_tui.logs import get_logger
+from hermes_tui.util.logs import get_logger
 
 logger = get_logger("chat")
 

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from hermes_tui.chat.client import CONTEXT_EXCEEDED, ChatError
 from hermes_tui.compaction.state import STALE
 from hermes_tui.compaction.trim import TRIMMED
-from hermes_tui.logs import get_logger
-from hermes_tui.transcript import wire_view
+from hermes_tui.core.transcript import wire_view
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.compaction.engine import PassReport

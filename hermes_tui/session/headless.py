@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config
+from hermes_tui.core.transcript import Message
 from hermes_tui.session.agent import (
     COMPLETED,
     MAX_STEPS,
@@ -34,12 +35,11 @@ from hermes_tui.session.fit import RequestSize
 from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.session.wiring import make_tools, start_mcp
 from hermes_tui.store import Store
-from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tools.base import ToolResult
 from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.registry import one_line
-from hermes_tui.transcript import Message
-from hermes_tui.untrusted import InputError, load_json
+from hermes_tui.util.terminal_text import visible_controls
+from hermes_tui.util.untrusted import InputError, load_json
 
 TITLE_CHARS = 60
 

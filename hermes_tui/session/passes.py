@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.compaction.state import PassResult
-from hermes_tui.logs import get_logger
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.session.session import Session

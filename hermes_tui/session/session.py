@@ -28,16 +28,16 @@ from hermes_tui.compaction.policy import MICRO, Decision
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.trim import TrimResult
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation, Replacement
-from hermes_tui.logs import get_logger
+from hermes_tui.core.conversation import Conversation, Replacement
+from hermes_tui.core.tokens import count_message
+from hermes_tui.core.transcript import SYSTEM_PROMPT, Message, wire_view
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.session import chat_telemetry
 from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.store import SessionInfo, Store, StoreError
 from hermes_tui.store.counters import save_counters
-from hermes_tui.tokens import count_message
-from hermes_tui.transcript import SYSTEM_PROMPT, Message, wire_view
+from hermes_tui.util.logs import get_logger
 
 log = get_logger("session")
 

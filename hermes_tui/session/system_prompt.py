@@ -21,7 +21,7 @@ from collections.abc import Collection
 from datetime import date
 from pathlib import Path
 
-from hermes_tui import paths
+from hermes_tui.util import paths
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # per folder, the first one there
 # One instruction file at most (bytes): ~2,000 tokens, a fair share of an 8K window; past it

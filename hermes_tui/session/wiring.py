@@ -14,8 +14,13 @@ from hermes_tui.compaction.policy import WATERMARK
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig, Config, ConfigError, ConfigProblem
+from hermes_tui.core.tokens import (
+    EstimateCounter,
+    TokenCounter,
+    TokenizerCounter,
+    find_tokenizer_file,
+)
 from hermes_tui.summarizers.select import make_summarizer
-from hermes_tui.tokens import EstimateCounter, TokenCounter, TokenizerCounter, find_tokenizer_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -138,7 +143,7 @@ def open_session(
     from hermes_tui.chat.select import make_chat_client
     from hermes_tui.compaction.state import recover_state
     from hermes_tui.compaction.window import head_end
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
     from hermes_tui.session.session import Session
     from hermes_tui.session.speeds import KeptSpeed
     from hermes_tui.store.counters import load_counters
@@ -177,7 +182,7 @@ def import_transcript(store: Store, config: Config, path: Path, *, session: str 
     """Store a transcript file (a message list, or a Hermes session file; ``session`` picks one
     of several) as a new session, all or nothing; its title: the session's own, else the file
     name. Raises TranscriptError for a bad file, StoreError for the database."""
-    from hermes_tui.hermes_sessions import read_transcript_file
+    from hermes_tui.hermes_agent.sessions import read_transcript_file
 
     loaded = read_transcript_file(path, session=session)
     info = store.create_session(

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from hermes_tui import paths
 from hermes_tui.store.ownership import APPLICATION_ID, FOREIGN, Ownership, inspect
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
+from hermes_tui.util import paths
 
 BUSY_TIMEOUT_MS = 5_000
 _SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from hermes_tui.compaction.trim import is_trimmed
+from hermes_tui.core.transcript import Message
 from hermes_tui.store.store import ARCHIVED, SessionInfo, Store
-from hermes_tui.transcript import Message
 
 
 def session_messages(store: Store, session_id: str, *, include_archived: bool) -> list[Message]:

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
-from hermes_tui.conversation import Replacement
-from hermes_tui.faults import crash_point
+from hermes_tui.core.conversation import Replacement
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import lease
 from hermes_tui.store.db import StoreError, close_database, open_database, translate_errors
 from hermes_tui.store.guard import GuardedConnection
 from hermes_tui.store.lease import SessionBusy
-from hermes_tui.transcript import Message
+from hermes_tui.util.faults import crash_point
 
 ACTIVE, ARCHIVED = "active", "archived"
 RETRY_LATER = "close it there (or wait for it to finish) and try again"

@@ -44,7 +44,7 @@ from ..providers.openai_errors import (
     snippet as _snippet,
 )
 from ..providers.openai_http import TIMED_OUT, CallLimits, SdkClient
-from ..untrusted import NOT_JSON, InputError, load_json, model_text
+from ..util.untrusted import NOT_JSON, InputError, load_json, model_text
 
 # Local servers do not check the key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"

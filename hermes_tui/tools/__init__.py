@@ -8,7 +8,7 @@ of kind ``external``.
 
 from typing import TYPE_CHECKING
 
-from hermes_tui.lazy_exports import lazy_exports
+from hermes_tui.util.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .approval import (

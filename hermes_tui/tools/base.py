@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 # The boundary's own names are part of this interface too.
 from .workspace import OutsideAccess, OutsideApprover, ToolError, Workspace, relative_display  # noqa: F401

@@ -20,7 +20,7 @@ import os
 import unicodedata
 from pathlib import Path
 
-from hermes_tui import paths
+from hermes_tui.util import paths
 
 _PROTECTED_DIRS = frozenset({".git", ".vscode", ".idea"})
 _PROTECTED_FILES = frozenset({".envrc"})

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_tui.untrusted import NOT_JSON, InputError, load_json
+from hermes_tui.util.untrusted import NOT_JSON, InputError, load_json
 
 from .base import Status, Tool, ToolContext, ToolError, ToolResult, ToolStopped
 from .output import cap_text

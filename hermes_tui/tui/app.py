@@ -33,20 +33,17 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from hermes_tui import paths
 from hermes_tui.chat.client import ChatClient
 from hermes_tui.chat.unavailable import UnavailableChat
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
-from hermes_tui.logs import get_logger
+from hermes_tui.core.transcript import TranscriptError
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.providers.warm_sdk import warm_openai_sdk
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
-from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tools.approval import Mode
-from hermes_tui.transcript import TranscriptError
 from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
 from hermes_tui.tui.heap import HOLD_LIMIT_S, FullCollections, settle_heap
 from hermes_tui.tui.palette import SlashCommandsProvider
@@ -54,6 +51,9 @@ from hermes_tui.tui.problems import QUIT, first_run_problem
 from hermes_tui.tui.quitting import stop_work
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.message_views import warm_markdown
+from hermes_tui.util import paths
+from hermes_tui.util.logs import get_logger
+from hermes_tui.util.terminal_text import visible_controls
 
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
@@ -332,11 +332,11 @@ class HermesApp(McpHost, App):
 
     def use_chat_model(self, choice: ModelChoice) -> dict[str, Any]:
         """Make ``choice`` the chat model: write it to config.yaml (only the changed keys,
-        through ``config_edit``), then reload the clients and the session as after the
+        through ``config.edit``), then reload the clients and the session as after the
         settings or models screen. Returns the changes written. Raises ConfigError."""
         from hermes_tui.chat.choices import changes_for
         from hermes_tui.config import ConfigError, load_config
-        from hermes_tui.config_edit import save_changes
+        from hermes_tui.config.edit import save_changes
 
         try:
             on_disk = load_config(self.config_path).model

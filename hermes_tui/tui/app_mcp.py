@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from hermes_tui.logs import get_logger
 from hermes_tui.session.session import Session
 from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.config import Config

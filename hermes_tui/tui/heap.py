@@ -45,7 +45,7 @@ import gc
 import time
 from collections.abc import Callable
 
-from hermes_tui.logs import get_logger
+from hermes_tui.util.logs import get_logger
 
 log = get_logger("tui")
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 
 from textual.app import App
 
-from hermes_tui.logs import get_logger
 from hermes_tui.session.session import Session
 from hermes_tui.tui.screens.chat import ChatScreen
+from hermes_tui.util.logs import get_logger
 
 log = get_logger("tui")
 

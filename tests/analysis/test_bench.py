@@ -402,8 +402,8 @@ def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_h
 
 
 def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
+    from hermes_tui.core.transcript import wire_view
     from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-    from hermes_tui.transcript import wire_view
 
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     session = json.loads(bench_results.SAMPLE_SESSION.read_text(encoding="utf-8"))

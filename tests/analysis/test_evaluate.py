@@ -23,7 +23,7 @@ from hermes_tui.analysis.evaluate import (
     run_probes,
 )
 from hermes_tui.chat.client import ChatDone, ChatError, Usage
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_SESSION = REPO / "hermes_tui" / "assets" / "demo_session.json"

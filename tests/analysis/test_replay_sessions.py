@@ -30,10 +30,10 @@ from helpers import INSTANT
 
 from hermes_tui.analysis.replay import ReplayResult, exchange_ends, replay
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import Message, check_tool_pairing, parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.transcript import Message, check_tool_pairing, parse_transcript
 
 DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 CONTEXT_LIMIT = 32_768

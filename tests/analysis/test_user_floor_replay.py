@@ -28,11 +28,11 @@ from helpers import INSTANT
 from hermes_tui.analysis.replay import ReplayResult, replay, turn_boundaries
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import count_messages
+from hermes_tui.core.transcript import Message, check_tool_pairing, iter_steps, parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.tokens import count_messages
-from hermes_tui.transcript import Message, check_tool_pairing, iter_steps, parse_transcript
 
 DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 CONTEXT_LIMIT = 8_192

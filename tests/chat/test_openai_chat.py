@@ -571,8 +571,8 @@ def test_collect_requires_exactly_one_done():
 
 
 def test_lone_surrogates_in_a_streamed_reply_are_repaired_and_the_reply_stores(endpoint, tmp_path):
+    from hermes_tui.core.transcript import Message
     from hermes_tui.store import Store
-    from hermes_tui.transcript import Message
 
     # The server escapes each half of a pair in its own chunk, and sends one half alone.
     endpoint.reply = sse_reply(

@@ -477,14 +477,14 @@ def _server_compactor(mlx_server, max_tokens: int | None):
 
 
 def _session_messages():
-    from hermes_tui.transcript import parse_transcript
+    from hermes_tui.core.transcript import parse_transcript
 
     return parse_transcript(json.dumps(integration_session()))
 
 
 @pytest.mark.integration
 def test_engine_with_openai_summarizer_against_mlx_server(mlx_server, caplog):
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
     from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
     compactor, counter = _server_compactor(mlx_server, max_tokens=None)
@@ -520,7 +520,7 @@ def test_engine_with_openai_summarizer_against_mlx_server(mlx_server, caplog):
 
 @pytest.mark.integration
 def test_max_tokens_cap_is_honoured(mlx_server):
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
 
     compactor, counter = _server_compactor(mlx_server, max_tokens=MAX_TOKENS)
     conv = Conversation(_session_messages(), counter=counter)
@@ -541,7 +541,7 @@ OTHER_IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcS
 def resumable_session(image: str, *, marker: bool = True) -> list[dict[str, Any]]:
     """``agent_session()`` with an image in the first request and (``marker``) an imported
     marker ahead of it."""
-    from hermes_tui.transcript import make_marker
+    from hermes_tui.core.transcript import make_marker
 
     session = agent_session()
     imported = make_marker("micro", "- Read the README and the export module.", covers=[]).to_openai(with_meta=True)
@@ -613,10 +613,10 @@ def test_compact_mode_flag_reaches_telemetry_and_report(tmp_path):
 def test_replays_are_listed_as_replays_with_their_own_titles_and_resume_skips_them(home, tmp_path, monkeypatch):
     """``compact`` stores its replay as a session; ``--resume`` with no id still reopens the
     user's last chat, and two replays of one file get titles that tell them apart."""
-    from hermes_tui import paths
     from hermes_tui.cli import root as cli
     from hermes_tui.store import Store
     from hermes_tui.tui.app import HermesApp
+    from hermes_tui.util import paths
 
     monkeypatch.setenv("HERMES_TUI_HOME", str(home))
     with Store(paths.state_db_path()) as store:

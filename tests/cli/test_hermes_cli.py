@@ -32,14 +32,14 @@ from support.hermes_home import (
     shape,
 )
 
-from hermes_tui import paths
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.config import Config
-from hermes_tui.hermes_sessions import read_transcript_file
+from hermes_tui.core.transcript import MICRO
+from hermes_tui.hermes_agent.sessions import read_transcript_file
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store
-from hermes_tui.transcript import MICRO
+from hermes_tui.util import paths
 
 
 @pytest.fixture

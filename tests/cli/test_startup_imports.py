@@ -111,7 +111,7 @@ def test_sessions_list_opens_the_store_and_imports_no_model_or_ui_library(home, 
 def test_app_with_endpoints_reaches_its_first_frame_without_mlx_lm_the_openai_sdk_or_pydantic(home):
     loaded = loaded_modules(home, FIRST_FRAME)
     assert "textual" in loaded and "hermes_tui.tui.screens.chat" in loaded and "hermes_tui.config" in loaded
-    # pydantic (~45 ms to import here) comes with the SDKs, after the first frame; the config is hermes_tui.schema's.
+    # pydantic (~45 ms to import here) comes with the SDKs, after the first frame; the config is hermes_tui.config.schema's.
     later = {"mlx_lm", "transformers", "openai", "sqlite_utils", "pydantic", "pydantic_core"}
     assert not loaded & later, sorted(loaded & later)
 
@@ -119,7 +119,7 @@ def test_app_with_endpoints_reaches_its_first_frame_without_mlx_lm_the_openai_sd
 def test_the_first_frame_waits_for_no_tool_validator_http_library_downloads_or_transcript_reader(home):
     # Each is needed later (a tool call, the first model request, the models screen, `open`,
     # the first Markdown view, a search or listing, a problem to show).
-    later = {"jsonschema", "httpcore2", "httpcore", "hermes_tui.hub.downloads", "hermes_tui.hermes_sessions",
+    later = {"jsonschema", "httpcore2", "httpcore", "hermes_tui.hub.downloads", "hermes_tui.hermes_agent.sessions",
              "hermes_tui.providers.limited_transport", "markdown_it", "pathspec",
              "hermes_tui.tui.screens.first_run"}
     loaded = loaded_modules(home, FIRST_FRAME)

@@ -15,9 +15,9 @@ from hermes_tui.compaction.notes import exchange_notes
 from hermes_tui.compaction.prompts import NOTES_TASK, NOTES_TASK_STRICT, NOTHING_NEW, append_prompt
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import parse_transcript
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.transcript import parse_transcript
 
 DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 

@@ -16,8 +16,8 @@ from helpers import (
 )
 
 from hermes_tui.compaction import batch
-from hermes_tui.tokens import count_message
-from hermes_tui.transcript import BATCH, make_marker
+from hermes_tui.core.tokens import count_message
+from hermes_tui.core.transcript import BATCH, make_marker
 
 
 def test_batch_keeps_head_tail_and_every_user_message():

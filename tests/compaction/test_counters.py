@@ -20,9 +20,9 @@ from helpers import (
     user,
 )
 
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import count_message
 from hermes_tui.store import Store
-from hermes_tui.tokens import count_message
 
 
 def recount(counter, messages) -> int:

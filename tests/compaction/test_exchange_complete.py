@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from helpers import ScriptedSummarizer, assistant, exchange, make_compactor, results, user
 
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 
 def markers(messages):

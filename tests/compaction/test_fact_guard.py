@@ -12,8 +12,8 @@ from helpers import ScriptedSummarizer, make_compactor, user, words
 from hermes_tui.compaction import checks, facts
 from hermes_tui.compaction.micro import DEFRAG_MAX_RATIO
 from hermes_tui.compaction.redaction import REDACTED
-from hermes_tui.conversation import Conversation
-from hermes_tui.transcript import Message, parse_transcript
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import Message, parse_transcript
 
 DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 

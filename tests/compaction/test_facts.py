@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.redaction import REDACTED, redact, redact_message
-from hermes_tui.tokens import EstimateCounter
-from hermes_tui.transcript import Message
+from hermes_tui.core.tokens import EstimateCounter
+from hermes_tui.core.transcript import Message
 
 
 def call(command: str, name: str = "bash", key: str = "command", cid: str = "call_1") -> dict:

@@ -23,8 +23,8 @@ from hermes_tui.compaction.notes import exchange_notes
 from hermes_tui.compaction.redaction import redact_message
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.telemetry import MICRO_FIELDS, MICRO_PREFIX
-from hermes_tui.conversation import Conversation
-from hermes_tui.transcript import Message
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import Message
 
 
 def markers(messages):

@@ -15,9 +15,9 @@ from hermes_tui.compaction.prefix import (
     request_cost,
 )
 from hermes_tui.config import Config
+from hermes_tui.core.tokens import count_messages
+from hermes_tui.core.transcript import parse_transcript
 from hermes_tui.session.wiring import make_counter
-from hermes_tui.tokens import count_messages
-from hermes_tui.transcript import parse_transcript
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -57,10 +57,9 @@ from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
-from hermes_tui.conversation import Conversation
-from hermes_tui.store import Store
-from hermes_tui.tokens import EstimateCounter, count_message
-from hermes_tui.transcript import (
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import EstimateCounter, count_message
+from hermes_tui.core.transcript import (
     MARKER_FOOTER,
     MARKER_HEADER,
     Message,
@@ -68,6 +67,7 @@ from hermes_tui.transcript import (
     exchange_end,
     iter_steps,
 )
+from hermes_tui.store import Store
 
 # --- content ----------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from helpers import ScriptedSummarizer, make_compactor
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.checks import INSTRUCTIONS, clean_summary, summary_problem
 from hermes_tui.compaction.notes import exchange_notes
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 ANSWERS = json.loads((Path(__file__).parent / "fixtures" / "real_answers.json").read_text(encoding="utf-8"))
 

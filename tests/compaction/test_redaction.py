@@ -22,7 +22,7 @@ from hermes_tui.compaction.redaction import (
     redact,
     redact_message,
 )
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 R = REDACTED
 

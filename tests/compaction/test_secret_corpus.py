@@ -35,7 +35,7 @@ from support.secret_corpus import (
 
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction.checks import looks_like_instructions
-from hermes_tui.transcript import parse_transcript
+from hermes_tui.core.transcript import parse_transcript
 
 CLI_TIMEOUT_S = 300
 INJECTION_MARKS = ("rm -rf ~/work", "id_rsa to", "contents of .env", "push to main")

@@ -22,7 +22,7 @@ from support.secret_corpus import KINDS, EchoSummarizer, RecordingSummarizer, in
 
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction.checks import looks_like_instructions
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 _VOCAB = ["the", "assistant", "read", "app/models.py", "and", "ran", "pytest", "-q;", "3", "tests", "failed", "with", "KeyError", "in", "handler", "then", "it", "patched", "config/loader.py,", "checked", "logs,", "listed", "src", "and", "grep", "for", "session", "flush"]
 

@@ -34,10 +34,10 @@ from hermes_tui.compaction.trim import (
     trimmed,
 )
 from hermes_tui.compaction.window import head_end, tail_start
-from hermes_tui.conversation import Conversation, Replacement, StaleSplice
+from hermes_tui.core.conversation import Conversation, Replacement, StaleSplice
+from hermes_tui.core.tokens import EstimateCounter, count_message, count_messages
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store
-from hermes_tui.tokens import EstimateCounter, count_message, count_messages
-from hermes_tui.transcript import Message
 
 COUNTER = EstimateCounter()
 REPO = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from hermes_tui.compaction import user_floor
 from hermes_tui.compaction.markers import read_marker
 from hermes_tui.compaction.state import recover_state
-from hermes_tui.conversation import Conversation
-from hermes_tui.tokens import EstimateCounter, count_message
-from hermes_tui.transcript import Message
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.tokens import EstimateCounter, count_message
+from hermes_tui.core.transcript import Message
 
 SECRET = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4" + "7Q"
 

@@ -8,7 +8,7 @@ expected cuts follow from arithmetic on those numbers, not from the code under t
 from __future__ import annotations
 
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 
 COUNTER_NAME = "preset"
 

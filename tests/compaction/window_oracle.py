@@ -6,8 +6,8 @@ it checks cannot fail.
 
 from __future__ import annotations
 
-from hermes_tui.tokens import TokenCounter, count_message
-from hermes_tui.transcript import Message
+from hermes_tui.core.tokens import TokenCounter, count_message
+from hermes_tui.core.transcript import Message
 
 
 def expected_head_end(messages: list[Message], protect_first_n: int) -> int:

@@ -838,7 +838,7 @@ def test_mlx_folder_import_links_files_and_loads(tiny_model, tmp_path, hf_offlin
 
 
 def test_import_uses_models_dir_by_default(tiny_model, hermes_home):
-    from hermes_tui import paths
+    from hermes_tui.util import paths
 
     dest = import_model(tiny_model.fp32, "tiny")
     assert dest == paths.models_dir() / "tiny"
@@ -930,7 +930,7 @@ def test_error_destination_exists_and_bad_name(tiny_model, f32_gguf, tmp_path):
 def test_import_subcommand(f32_gguf, hermes_home, tmp_path, capsys):
     import argparse
 
-    from hermes_tui import paths
+    from hermes_tui.util import paths
 
     parser = argparse.ArgumentParser(prog="hermes-tui models")
     add_import_parser(parser.add_subparsers(dest="action"))

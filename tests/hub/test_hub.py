@@ -34,7 +34,7 @@ from support.servers import free_port
 
 from hermes_tui import hub
 from hermes_tui.config import Config, load_config
-from hermes_tui.config_write import save_config
+from hermes_tui.config.write import save_config
 from hermes_tui.hub import downloads
 from hermes_tui.providers import select as provider_select
 

@@ -17,10 +17,10 @@ from hermes_tui.analysis.replay import exchange_ends, replay
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.checks import is_refusal, looks_like_instructions
 from hermes_tui.config import Config
-from hermes_tui.conversation import Conversation
+from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.transcript import check_tool_pairing, parse_transcript
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
-from hermes_tui.transcript import check_tool_pairing, parse_transcript
 
 pytestmark = [pytest.mark.realmodels, pytest.mark.timeout(900)]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hermes_tui.config import Config
+from hermes_tui.core.tokens import EstimateCounter, TokenizerCounter
 from hermes_tui.session.wiring import make_counter
-from hermes_tui.tokens import EstimateCounter, TokenizerCounter
 
 TEXT = "Read hermes_tui/session/wiring.py and count_text() the 3 files under tests/session/ again, please."
 

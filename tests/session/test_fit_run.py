@@ -12,10 +12,10 @@ from pathlib import Path
 
 from support.scripted import answer, long_agent_session
 
-from hermes_tui import paths
 from hermes_tui.config import Config
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store
+from hermes_tui.util import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 16_384

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.session import system_prompt
 from hermes_tui.session.system_prompt import MAX_FILE_BYTES, build
-from hermes_tui.tokens import EstimateCounter
 from hermes_tui.tools.builtin import builtin_registry
 
 TOOLS = [spec["function"]["name"] for spec in builtin_registry().specs()]

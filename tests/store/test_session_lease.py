@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from helpers import agent_session
 
-from hermes_tui import paths
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import SessionBusy, Store, StoreError, lease
-from hermes_tui.transcript import Message
+from hermes_tui.util import paths
 
 pytestmark = pytest.mark.integration
 
@@ -291,7 +291,7 @@ WAIT = 90.0          # seconds: only bounds a hang on a slow machine
 # until its stdin closes (or it is killed).
 APP_HOLDER = r'''
 import asyncio, sys, time
-from hermes_tui import paths
+from hermes_tui.util import paths
 from hermes_tui.config import Config
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp

@@ -33,13 +33,13 @@ from hermes_tui.cli import root as cli
 from hermes_tui.compaction.state import MicroState, recover_state
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.window import head_end
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store, StoreError, ownership
 from hermes_tui.store import db as store_db
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.store.ownership import APPLICATION_ID
 from hermes_tui.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, user_version
-from hermes_tui.transcript import Message
 
 # --- helpers ---------------------------------------------------------------------------
 

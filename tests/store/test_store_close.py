@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store, StoreError
-from hermes_tui.transcript import Message
 
 
 def test_a_write_after_close_raises_a_store_error_and_changes_nothing(tmp_path):

@@ -40,8 +40,8 @@ from helpers import assert_tools_paired
 
 from hermes_tui.compaction.trim import META_KEY as TRIM_META
 from hermes_tui.compaction.trim import is_trimmed
+from hermes_tui.core.transcript import Message, parse_transcript
 from hermes_tui.store import Store
-from hermes_tui.transcript import Message, parse_transcript
 
 pytestmark = pytest.mark.integration
 

@@ -34,10 +34,10 @@ from hypothesis import strategies as st
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import SummarizerError
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store
 from hermes_tui.store import store as store_module
 from hermes_tui.store.export import session_messages
-from hermes_tui.transcript import Message
 
 OUTCOMES = ("valid", "valid", "valid", "empty", "grown", "instructions", "error")
 

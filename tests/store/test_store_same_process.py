@@ -13,8 +13,8 @@ import os
 import subprocess
 import sys
 
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store
-from hermes_tui.transcript import Message
 
 READ_BACK = """
 import sys

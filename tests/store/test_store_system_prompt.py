@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers import user
 
+from hermes_tui.core.transcript import SYSTEM_PROMPT, Message
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store.lease import SessionBusy
-from hermes_tui.transcript import SYSTEM_PROMPT, Message
 
 
 def prompt(text: str) -> Message:

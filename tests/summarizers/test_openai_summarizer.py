@@ -297,7 +297,7 @@ def test_a_pass_against_a_slow_drip_fails_with_timeout(hermes_home):
     from helpers import agent_session
 
     from hermes_tui.config import Config
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
     from hermes_tui.session.wiring import make_compactor, make_counter
 
     with DripServer("json") as server:
@@ -331,7 +331,7 @@ def test_lone_surrogates_in_a_summary_are_repaired_and_the_pass_stores(endpoint,
     from helpers import agent_session
 
     from hermes_tui.config import Config
-    from hermes_tui.conversation import Conversation
+    from hermes_tui.core.conversation import Conversation
     from hermes_tui.session.wiring import make_compactor, make_counter
     from hermes_tui.store import Store
 

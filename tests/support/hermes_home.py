@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from hermes_tui.compaction.markers import read_marker
-from hermes_tui.transcript import BATCH, Message
+from hermes_tui.core.transcript import BATCH, Message
 
 # Hermes Agent's own config.yaml, in the shape it writes: sections hermes-tui does not have.
 AGENT_CONFIG = """\

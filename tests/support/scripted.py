@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 from support.servers import ScriptedServer
 
 

@@ -19,7 +19,6 @@ from support.mcp_app import start_http_mcp
 from support.servers import free_port
 from support.servers import stop_server as _stop
 
-from hermes_tui import paths
 from hermes_tui.config import McpServerConfig
 from hermes_tui.tools import (
     Action,
@@ -37,6 +36,7 @@ from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.mcp.launch import LaunchError, http_headers
 from hermes_tui.tools.mcp.names import namespaced
 from hermes_tui.tools.mcp.results import to_tool_result
+from hermes_tui.util import paths
 
 HERE = Path(__file__).resolve().parents[1] / "support"
 SERVER = str(HERE / "mcp_server.py")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 from hermes_tui.tui.screens.agent_bridge import ReplyDelta, ScreenListener, StepReplied, StepStarted
 
 

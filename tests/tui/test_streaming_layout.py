@@ -16,7 +16,7 @@ from textual._compositor import Compositor
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 
-from hermes_tui.transcript import Message
+from hermes_tui.core.transcript import Message
 from hermes_tui.tui.widgets.message_views import STREAM_INTERVAL, AssistantMessage, UserMessage
 from hermes_tui.tui.widgets.messages import MessageList
 from hermes_tui.tui.widgets.streaming_markdown import RESERVE_LINES

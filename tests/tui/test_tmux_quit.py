@@ -17,8 +17,8 @@ import pytest
 from support.scripted_endpoint import call, calls
 from support.tmux import _app_command, wait_for
 
+from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store
-from hermes_tui.transcript import Message
 
 pytestmark = pytest.mark.integration
 

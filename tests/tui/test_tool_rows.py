@@ -8,8 +8,8 @@ from support.chat_app import app_test
 from textual.app import App, ComposeResult
 from textual.widgets import Collapsible
 
+from hermes_tui.core.transcript import Message
 from hermes_tui.tools.base import ToolResult
-from hermes_tui.transcript import Message
 from hermes_tui.tui.screens.approval import diff_text
 from hermes_tui.tui.widgets.message_views import ToolCallView, ToolResultMessage, outcome_text
 

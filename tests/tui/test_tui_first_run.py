@@ -26,7 +26,7 @@ from textual.widgets import Button, ProgressBar, Static
 
 from hermes_tui import hub
 from hermes_tui.config import load_config
-from hermes_tui.hermes_config import hermes_config_path
+from hermes_tui.hermes_agent.config import hermes_config_path
 from hermes_tui.providers import select as provider_select
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.tui.app import HermesApp
@@ -193,8 +193,8 @@ async def test_hermes_agents_compression_settings_are_offered_and_its_file_stays
 async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_chat_model(
     tiny_model, hermes_home, store, monkeypatch
 ):
-    from hermes_tui import paths
     from hermes_tui.tui.screens.model_import_dialog import ImportDialog
+    from hermes_tui.util import paths
 
     monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -232,7 +232,7 @@ async def test_linux_first_run_offers_the_mlx_models_on_disk_that_run_slowly_on_
 ):
     import shutil
 
-    from hermes_tui import paths
+    from hermes_tui.util import paths
 
     assert not provider_select.gpu_available()
     on_disk = paths.models_dir() / "tiny-chat"

@@ -28,11 +28,11 @@ from support.fake_hub import FakeHub, FakeRepo
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, ProgressBar, Select, SelectionList, Static
 
-from hermes_tui import hub, paths
+from hermes_tui import hub
 from hermes_tui.analysis import bench_results
 from hermes_tui.analysis.bench_results import BenchRun, PassRow
 from hermes_tui.config import Config, load_config
-from hermes_tui.config_write import save_config
+from hermes_tui.config.write import save_config
 from hermes_tui.hub import downloads
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
@@ -42,6 +42,7 @@ from hermes_tui.tui.screens.dialogs import ConfirmDialog, ExportDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen
 from hermes_tui.tui.screens.model_import_dialog import ImportDialog
 from hermes_tui.tui.screens.models import ModelsScreen
+from hermes_tui.util import paths
 
 SIZE = (120, 40)
 CAP = 32  # tokens a benchmark call may generate: the tiny model never stops by itself

@@ -24,13 +24,13 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static, 
 from hermes_tui.chat.client import ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import Config, ConfigError, ConfigProblem, load_config
-from hermes_tui.config_edit import changed_values, edit_config_text, save_changes
-from hermes_tui.config_write import default_config_text
+from hermes_tui.config.edit import changed_values, edit_config_text, save_changes
+from hermes_tui.config.write import default_config_text
+from hermes_tui.core.transcript import Message
 from hermes_tui.providers.mlx_runtime import MISSING_MODEL_HELP, ModelUnavailable
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
-from hermes_tui.transcript import Message
 from hermes_tui.tui.problems import first_run_actions, first_run_problem
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
 from hermes_tui.tui.screens.first_run import FirstRunScreen

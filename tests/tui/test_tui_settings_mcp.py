@@ -12,7 +12,7 @@ from support.chat_app import ScreenApp
 from textual.widgets import Button, Input, Static, Switch
 
 from hermes_tui.config import Config, load_config
-from hermes_tui.config_edit import REMOVE, changed_values, save_changes
+from hermes_tui.config.edit import REMOVE, changed_values, save_changes
 from hermes_tui.tui.screens.settings import SettingsScreen
 
 USER_CONFIG = """\
@@ -129,7 +129,7 @@ async def test_a_bad_server_is_refused_in_the_form_and_nothing_is_written(config
 
 def test_the_template_file_takes_a_first_server_in_place(tmp_path):
     """``mcp_servers: {}`` as the template writes it becomes a block holding the new entry."""
-    from hermes_tui.config_write import save_config
+    from hermes_tui.config.write import save_config
 
     path = tmp_path / "config.yaml"
     save_config(Config(), path)

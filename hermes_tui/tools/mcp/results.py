@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
-from hermes_tui.content_parts import Attachment, human_size
+from hermes_tui.core.content_parts import Attachment, human_size
 
 from ..base import ToolResult
 

@@ -23,7 +23,7 @@ Readable everywhere (``Policy.read``):
 The rest of the user's home is not readable, and the usual credential folders
 (``~/.ssh``, ``~/.aws``, ``~/.gnupg``, ...) are hidden even inside the workspace (a workspace
 that is the home folder). Writes never reach our own folders (config, sessions, logs,
-cache: ``hermes_tui.paths``) or Hermes Agent's home, even inside the workspace.
+cache: ``hermes_tui.util.paths``) or Hermes Agent's home, even inside the workspace.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hermes_tui import paths
 from hermes_tui.tools.approval import Mode
+from hermes_tui.util import paths
 
 LINUX_SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
                      "/proc", "/sys", "/nix/store", "/run/current-system")

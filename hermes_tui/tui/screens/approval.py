@@ -29,10 +29,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from hermes_tui.session.agent import Answer, always_rule
-from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tools.approval import ApprovalRequest
 from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import pretty_args
+from hermes_tui.util.terminal_text import visible_controls
 
 DIFF_LINES = 400  # a longer diff shows its head and says how much more there is
 

@@ -52,7 +52,6 @@ from hermes_tui.analysis.bench_results import (
     problem,
 )
 from hermes_tui.config import Config, ConfigError, load_config
-from hermes_tui.logs import get_logger
 from hermes_tui.store import StoreError
 from hermes_tui.tui.screens.bench_export import export_dialog
 from hermes_tui.tui.screens.bench_run import BenchFinished, BenchStep, progress_line, run_and_report
@@ -67,6 +66,7 @@ from hermes_tui.tui.widgets.bench_view import (
 )
 from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import human_time
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.providers.mlx_runtime import MlxRuntime

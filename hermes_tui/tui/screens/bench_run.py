@@ -13,8 +13,8 @@ from textual.message import Message as UIMessage
 
 from hermes_tui.analysis import bench
 from hermes_tui.analysis.bench_results import BenchConfig, BenchError, BenchProgress, BenchRun
-from hermes_tui.logs import get_logger
 from hermes_tui.tui.widgets.bench_view import model_label
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.providers.mlx_runtime import MlxRuntime

@@ -27,12 +27,11 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hermes_tui.chat.client import ChatError
-from hermes_tui.logs import get_logger
+from hermes_tui.core.transcript import Message
 from hermes_tui.session.agent import MAX_STEPS, STOPPED, AgentTurn, Tools
 from hermes_tui.session.pass_queue import PassQueue
 from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
-from hermes_tui.transcript import Message
 from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
 from hermes_tui.tui.screens.agent_bridge import (
@@ -69,6 +68,7 @@ from hermes_tui.tui.widgets.message_views import (
 from hermes_tui.tui.widgets.messages import MessageList
 from hermes_tui.tui.widgets.status_bar import StatusBar, StatusInfo
 from hermes_tui.tui.widgets.text import first_line, one_line
+from hermes_tui.util.logs import get_logger
 
 __all__ = ["BATCH", "KEYS", "PASS", "ChatHost", "ChatScreen"]
 

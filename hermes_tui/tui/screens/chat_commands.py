@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_tui.analysis.occupancy_chart import usage_chart
 from hermes_tui.compaction.policy import BATCH
-from hermes_tui.logs import get_logger
 from hermes_tui.session.pass_queue import PassRequest
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tui import commands
 from hermes_tui.tui.widgets.text import columns
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.session.agent import Tools

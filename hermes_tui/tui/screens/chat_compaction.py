@@ -21,11 +21,11 @@ from textual.worker import get_current_worker
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.policy import BATCH, MICRO
-from hermes_tui.logs import get_logger
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
 from hermes_tui.session.session import Session
 from hermes_tui.tui.screens.agent_bridge import PassLanded, PassRequested, TrimLanded
 from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES
+from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
     from hermes_tui.tui.widgets.message_views import InfoNote

@@ -27,9 +27,9 @@ from textual.screen import Screen
 from textual.widgets import Button, Static
 
 from hermes_tui.config import Config, ConfigError
-from hermes_tui.logs import get_logger
 from hermes_tui.tui.problems import QUIT, SETTINGS, first_run_actions, first_run_problem
 from hermes_tui.tui.screens.first_run_setup import HermesSettings, SetupChosen, SetupDone
+from hermes_tui.util.logs import get_logger
 
 __all__ = ["FirstRunScreen", "Setup", "first_run_actions", "first_run_problem"]
 
@@ -142,7 +142,7 @@ class FirstRunScreen(Screen[str]):
 
     @on(SetupChosen)
     def _save(self, event: SetupChosen) -> None:
-        from hermes_tui.config_edit import save_changes
+        from hermes_tui.config.edit import save_changes
 
         assert self.setup is not None
         try:
@@ -168,7 +168,7 @@ class FirstRunScreen(Screen[str]):
 def setup_sections(setup: Setup) -> ComposeResult:
     """The ways to a working chat on this machine, most likely first."""
     from hermes_tui import hub
-    from hermes_tui.hermes_config import read_hermes_offer
+    from hermes_tui.hermes_agent.config import read_hermes_offer
     from hermes_tui.hub.hf import offline as hub_offline
     from hermes_tui.providers import select as provider_select
     from hermes_tui.tui.screens.first_run_setup import LocalServers, ModelsOnDisk, RecommendedModels

@@ -9,7 +9,7 @@
   when none answers, which to start and how.
 - ``ModelsOnDisk``: MLX models already on this machine (``hub.local_models``, listed in a
   worker), each usable for the chat at once; where MLX has no GPU they run slowly on the CPU.
-- ``HermesSettings``: Hermes Agent's compression settings, mapped to ours (``hermes_config``).
+- ``HermesSettings``: Hermes Agent's compression settings, mapped to ours (``hermes_agent.config``).
 
 A section posts ``SetupChosen`` (changes for the screen to save) or ``SetupDone`` (saved
 already); the screen saves and dismisses, and the app reloads the config.
@@ -29,11 +29,11 @@ from textual.widgets import Button, ProgressBar, Static
 
 from hermes_tui import hub
 from hermes_tui.config import ConfigError, load_config
-from hermes_tui.hermes_config import HermesOffer
+from hermes_tui.hermes_agent.config import HermesOffer
 from hermes_tui.hub.units import format_bytes, format_duration
-from hermes_tui.logs import get_logger
 from hermes_tui.providers import local_servers
 from hermes_tui.tui.widgets.outside import shown
+from hermes_tui.util.logs import get_logger
 
 log = get_logger("tui")
 

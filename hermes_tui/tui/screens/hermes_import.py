@@ -1,7 +1,7 @@
 """Pick one of Hermes Agent's sessions to import: its title, when it started, its size.
 
 Dismisses with the Hermes session id (Enter), or None (Escape). Reading the list
-only reads Hermes' database (``store/hermes.py``); the import itself is the caller's.
+only reads Hermes' database (``hermes_agent/state_db.py``); the import itself is the caller's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from hermes_tui.session.hermes_import import size, started
-from hermes_tui.store.hermes import HermesSessionInfo
+from hermes_tui.hermes_agent.importer import size, started
+from hermes_tui.hermes_agent.state_db import HermesSessionInfo
 from hermes_tui.tui.widgets.outside import shown_cell
 
 

@@ -14,8 +14,8 @@ from textual.widgets import ProgressBar, Static
 
 from hermes_tui import hub
 from hermes_tui.hub.units import format_bytes, format_duration
-from hermes_tui.logs import get_logger
 from hermes_tui.tui.screens.model_import_dialog import ImportRequest
+from hermes_tui.util.logs import get_logger
 
 __all__ = ["TransferDone", "TransferPanel", "TransferStep", "run_download", "run_import"]
 

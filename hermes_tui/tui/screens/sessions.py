@@ -23,11 +23,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from hermes_tui.session.hermes_import import conversations, hermes_db, read_all, store_session
+from hermes_tui.hermes_agent.importer import conversations, hermes_db, read_all, store_session
+from hermes_tui.hermes_agent.state_db import HermesImportError
 from hermes_tui.store import SearchHit, SessionInfo, Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
-from hermes_tui.store.hermes import HermesImportError
-from hermes_tui.terminal_text import visible_controls
 from hermes_tui.tui.screens.dialogs import (
     ConfirmDialog,
     ExportDialog,
@@ -37,6 +36,7 @@ from hermes_tui.tui.screens.dialogs import (
 from hermes_tui.tui.screens.hermes_import import HermesImportDialog
 from hermes_tui.tui.widgets.outside import shown_cell
 from hermes_tui.tui.widgets.text import human_time
+from hermes_tui.util.terminal_text import visible_controls
 
 __all__ = ["ExportDialog", "SessionsScreen", "export_session", "human_time"]  # ExportDialog: from dialogs
 

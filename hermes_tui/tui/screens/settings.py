@@ -6,7 +6,7 @@ help text and choices come from ``hermes_tui.config`` and cannot drift from it.
 
 Save validates everything first (``apply_overrides``, the same rules as loading the
 file): a bad value shows its one-line message under its field and nothing is
-written. A valid form is written by ``config_edit.save_changes``: only the values
+written. A valid form is written by ``config.edit.save_changes``: only the values
 that changed are replaced in the user's file, so comments and layout stay; where
 that is not possible the file is rewritten from the commented template (the screen
 says so). Dismisses with the new ``Config`` after a save, or None when cancelled.
@@ -35,9 +35,9 @@ from hermes_tui.config import (
     load_config,
     value_at,
 )
-from hermes_tui.config_edit import apply_changes, save_changes
-from hermes_tui.config_write import refuse_foreign_config
-from hermes_tui.schema import Section, Setting
+from hermes_tui.config.edit import apply_changes, save_changes
+from hermes_tui.config.schema import Section, Setting
+from hermes_tui.config.write import refuse_foreign_config
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
 from hermes_tui.tui.widgets.mcp_servers_form import McpServersForm
 

@@ -3,7 +3,7 @@ add a stdio server (a command line) or a streamable HTTP one (a URL).
 
 Nothing is written here: ``changes()`` gives what the form changed as dotted config changes
 (``mcp_servers.NAME.enabled``, ``mcp_servers.NAME`` = a new entry or ``REMOVE``), which the
-screen saves with the rest through ``config_edit``, so the user's comments stay. What a row
+screen saves with the rest through ``config.edit``, so the user's comments stay. What a row
 cannot edit (env, headers, trust, tool lists) is kept as it is in the file.
 """
 
@@ -18,9 +18,9 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Input, Label, Static, Switch
 
-from hermes_tui.config import _SERVER_NAME, McpServerConfig
-from hermes_tui.config_edit import REMOVE
-from hermes_tui.schema import ValidationError
+from hermes_tui.config import SERVER_NAME, McpServerConfig
+from hermes_tui.config.edit import REMOVE
+from hermes_tui.config.schema import ValidationError
 
 __all__ = ["McpServersForm", "new_server"]
 
@@ -29,7 +29,7 @@ def new_server(name: str, target: str) -> dict[str, Any]:
     """The config entry for a server added as ``target`` (a URL or a command line); raises
     ValueError with the one line to show."""
     name, target = name.strip(), target.strip()
-    if not _SERVER_NAME.fullmatch(name):
+    if not SERVER_NAME.fullmatch(name):
         raise ValueError(f"server name {name!r}: use 1-32 letters, digits, _ or -")
     if not target:
         raise ValueError(f"{name}: give a command line (stdio) or an http(s):// URL")

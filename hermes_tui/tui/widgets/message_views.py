@@ -19,9 +19,8 @@ from textual.message import Message as UIMessage
 from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Label, Static
 
-from hermes_tui.content_parts import attachments
-from hermes_tui.terminal_text import visible_controls
-from hermes_tui.transcript import Message
+from hermes_tui.core.content_parts import attachments
+from hermes_tui.core.transcript import Message
 from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import (
     attachment_label,
@@ -31,6 +30,7 @@ from hermes_tui.tui.widgets.text import (
     pretty_args,
     short_args,
 )
+from hermes_tui.util.terminal_text import visible_controls
 
 if TYPE_CHECKING:
     from textual.widgets import Markdown

@@ -28,8 +28,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hermes_tui.compaction.trim import original_of
-from hermes_tui.content_parts import attachments
-from hermes_tui.transcript import Message
+from hermes_tui.core.content_parts import attachments
+from hermes_tui.core.transcript import Message
 from hermes_tui.tui.widgets.message_views import InfoNote, MessageView, view_for
 from hermes_tui.tui.widgets.text import body_text
 

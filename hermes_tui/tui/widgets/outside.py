@@ -14,7 +14,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.content import Content
 
-from hermes_tui.terminal_text import visible_controls
+from hermes_tui.util.terminal_text import visible_controls
 
 __all__ = ["shown", "shown_cell"]
 

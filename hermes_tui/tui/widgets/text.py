@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from hermes_tui.content_parts import Attachment, text_only
-from hermes_tui.transcript import Message
-from hermes_tui.untrusted import load_json
+from hermes_tui.core.content_parts import Attachment, text_only
+from hermes_tui.core.transcript import Message
+from hermes_tui.util.untrusted import load_json
 
 SHORT = 68  # a one-line summary of a call or result, in cells
 

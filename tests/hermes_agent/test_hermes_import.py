@@ -46,9 +46,9 @@ from support.hermes_home import (
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import CONTENT, is_marker, read_marker
 from hermes_tui.compaction.state import recover_state
-from hermes_tui.hermes_sessions import convert_messages, parse_session_file
-from hermes_tui.store.hermes import HermesImportError, list_sessions, read_session
-from hermes_tui.transcript import BATCH, MICRO, Message, TranscriptError, parse_transcript
+from hermes_tui.core.transcript import BATCH, MICRO, Message, TranscriptError, parse_transcript
+from hermes_tui.hermes_agent.sessions import convert_messages, parse_session_file
+from hermes_tui.hermes_agent.state_db import HermesImportError, list_sessions, read_session
 
 # --- the database ---------------------------------------------------------------------------
 
@@ -379,7 +379,7 @@ def test_the_listing_gives_each_session_its_live_row_count(tmp_path):
 
 @pytest.mark.parametrize("layout", ["array", "jsonl"])
 def test_a_plain_message_list_takes_hermes_flagged_summaries_as_markers_of_either_role(tmp_path, layout):
-    from hermes_tui.hermes_sessions import read_transcript_file
+    from hermes_tui.hermes_agent.sessions import read_transcript_file
 
     pasted = {"role": "user", "content": batch_text("Pasted from another chat.")}  # no flag: the user's own
     rows = [SYSTEM, U1, MICRO_ROW, U2, BATCH_ROW, {"role": "assistant", "content": "Updated CHANGELOG.md."}, pasted]

@@ -12,10 +12,11 @@ import yaml
 from support.config_defaults import DESIGN_DEFAULTS
 from support.hermes_home import AGENT_CONFIG
 
-from hermes_tui import config_problems, config_write
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
-from hermes_tui.config_edit import save_changes
-from hermes_tui.config_write import (
+from hermes_tui.config import problems as config_problems
+from hermes_tui.config import write as config_write
+from hermes_tui.config.edit import save_changes
+from hermes_tui.config.write import (
     default_config_text,
     render_config_text,
     save_config,
@@ -191,7 +192,7 @@ def test_mcp_servers_round_trip_through_save(tmp_path):
 def test_a_bad_server_entry_added_through_the_settings_is_a_config_error_naming_it():
     """The entry path of ``apply_changes`` (a whole ``mcp_servers`` entry) words its problem
     like every other; it raised TypeError (its problems were built without the schema)."""
-    from hermes_tui.config_edit import apply_changes
+    from hermes_tui.config.edit import apply_changes
 
     with pytest.raises(ConfigError) as caught:
         apply_changes(Config(), {"mcp_servers.docs": {"command": "", "url": ""}})

@@ -3,7 +3,7 @@
 The schema is a tree of sections (``schema.Section``), strict on purpose: ``threshold: "0.5"`` or
 ``protect_first_n: 2.0`` is a mistake to point at, not a value to guess at. Its defaults are
 the only ones: the engine's settings objects take theirs from here. Reading the file is
-``config_load``, writing it ``config_write``, the one-line problems ``config_problems``.
+``config.load``, writing it ``config.write``, the one-line problems ``config.problems``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from hermes_tui.config_load import read_config
-from hermes_tui.config_problems import (
+from hermes_tui.config.load import read_config
+from hermes_tui.config.problems import (
     ConfigError,
     ConfigProblem,
     _error,
@@ -23,7 +23,7 @@ from hermes_tui.config_problems import (
     _shown,
     _unknown_key_message,
 )
-from hermes_tui.schema import (
+from hermes_tui.config.schema import (
     Section,
     Setting,
     SettingError,
@@ -31,7 +31,7 @@ from hermes_tui.schema import (
     field_check,
     section_check,
 )
-from hermes_tui.untrusted import InputError, load_yaml
+from hermes_tui.util.untrusted import InputError, load_yaml
 
 __all__ = [
     "COMPRESSION_DEFAULTS",
@@ -272,7 +272,7 @@ class AgentConfig(_Section):
 # --------------------------------------------------------------------------- MCP servers
 
 McpTrust = Literal["ask", "read-only", "trusted"]
-_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 # An environment reference: the whole value, $NAME or ${NAME}.
 ENV_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 
@@ -383,7 +383,7 @@ class Config(_Section):
             return {}  # `mcp_servers:` with every server commented out
         if isinstance(value, dict):
             for name in value:
-                if not isinstance(name, str) or not _SERVER_NAME.fullmatch(name):
+                if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
                     raise SettingError(
                         "mcp_server_name", "server name {name}: use 1-32 letters, digits, _ or -",
                         {"name": repr(name)})
@@ -403,7 +403,7 @@ class Config(_Section):
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Read and validate ``path`` (default: :func:`paths.config_path`); see ``config_load``."""
+    """Read and validate ``path`` (default: :func:`paths.config_path`); see ``config.load``."""
     return read_config(Config, path)
 
 

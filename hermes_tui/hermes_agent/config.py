@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from hermes_tui import paths
 from hermes_tui.config import Config, ConfigError, value_at
+from hermes_tui.util import paths
 
 # Hermes key (under compression:) -> ours. Same names, same meaning.
 COMPRESSION_KEYS = (

@@ -15,8 +15,8 @@ from typing import Any, get_args, get_origin
 
 import yaml
 
-from hermes_tui.schema import Section, Setting, ValidationError
-from hermes_tui.untrusted import InputError, load_yaml
+from hermes_tui.config.schema import Section, Setting, ValidationError
+from hermes_tui.util.untrusted import InputError, load_yaml
 
 __all__ = ["ConfigError", "ConfigProblem"]
 

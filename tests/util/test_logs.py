@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from hermes_tui import logs
-from hermes_tui.logs import LOG_FORMAT, LogFileError, get_logger, setup_logging
+from hermes_tui.util import logs
+from hermes_tui.util.logs import LOG_FORMAT, LogFileError, get_logger, setup_logging
 
 
 def owned_handlers() -> list[logging.Handler]:

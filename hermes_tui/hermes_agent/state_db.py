@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from hermes_tui.hermes_sessions import HermesSession, convert_messages
-from hermes_tui.transcript import TranscriptError
+from hermes_tui.core.transcript import TranscriptError
+from hermes_tui.hermes_agent.sessions import HermesSession, convert_messages
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """Read ``config.yaml``: one bounded YAML parse, duplicate keys refused, then the schema.
 
-Every problem becomes a :class:`~hermes_tui.config_problems.ConfigError` whose text is one line
+Every problem becomes a :class:`~hermes_tui.config.problems.ConfigError` whose text is one line
 naming the file, the line and the dotted key. It reads into the schema it is given, so the
 schema module offers ``config.load_config`` without an import circle.
 """
@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hermes_tui import paths
-from hermes_tui.config_problems import ConfigError, ConfigProblem, _error, _problems, _shown
-from hermes_tui.schema import Section, ValidationError
-from hermes_tui.untrusted import InputError, load_yaml
+from hermes_tui.config.problems import ConfigError, ConfigProblem, _error, _problems, _shown
+from hermes_tui.config.schema import Section, ValidationError
+from hermes_tui.util import paths
+from hermes_tui.util.untrusted import InputError, load_yaml
 
 __all__ = ["read_config"]
 

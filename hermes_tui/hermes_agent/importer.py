@@ -1,6 +1,6 @@
 """Hermes Agent's sessions as new sessions of ours: what it sends becomes our active
 transcript, what it compacted away our archived history. Its files are only read
-(``store/hermes.py``)."""
+(``hermes_agent/state_db.py``)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from hermes_tui import paths
 from hermes_tui.config import Config
-from hermes_tui.hermes_sessions import HermesSession
-from hermes_tui.store import SessionInfo, Store
-from hermes_tui.store.hermes import (
+from hermes_tui.hermes_agent.sessions import HermesSession
+from hermes_tui.hermes_agent.state_db import (
     HermesImportError,
     HermesSessionInfo,
     list_sessions,
     read_session,
 )
+from hermes_tui.store import SessionInfo, Store
+from hermes_tui.util import paths
 
 STATE_DB = "state.db"
 

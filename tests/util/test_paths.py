@@ -9,7 +9,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from hermes_tui import paths
+from hermes_tui.util import paths
 
 ALL_PATHS = {
     "config_path": "config.yaml",

@@ -28,12 +28,11 @@ from typing import Any
 
 import yaml
 
-from hermes_tui.config import Config, ConfigError, ConfigProblem, apply_overrides, load_config
-
 # Shared with save_config so both writers format values and replace files the same way.
-from hermes_tui.config_problems import _named_section_class, _problems
-from hermes_tui.config_write import _scalar, _write_atomically, refuse_foreign_config, save_config
-from hermes_tui.schema import Section, ValidationError
+from hermes_tui.config.problems import ConfigError, ConfigProblem, _named_section_class, _problems
+from hermes_tui.config.schema import Section, ValidationError
+from hermes_tui.config.settings import Config, apply_overrides, load_config
+from hermes_tui.config.write import _scalar, _write_atomically, refuse_foreign_config, save_config
 
 __all__ = ["REMOVE", "SaveResult", "apply_changes", "changed_values", "edit_config_text", "keep_backup",
            "save_changes"]

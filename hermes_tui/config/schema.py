@@ -5,7 +5,7 @@ What the config needs of a schema library and no more: strict types (``"0.5"`` i
 (``X | None``), lists and mappings of text, mappings of sections, unknown keys refused,
 and checks of one field (before or after its type is checked) or of a whole section.
 Every problem in a document is collected, each as ``{"type", "loc", "msg", "input"}``:
-``config_problems`` turns them into one line naming the file, the line and the key.
+``config.problems`` turns them into one line naming the file, the line and the key.
 
 The config is read before the app's first frame; pydantic took ~45 ms to import and
 ~15 ms to build these models there, a sixth of that time (``benchmarks/bench_startup.py``).
@@ -31,7 +31,7 @@ _REFUSED: Any = object()  # what a refused value becomes while the checks run
 
 
 class SettingError(Exception):
-    """A check's verdict: ``kind`` names it (``config_problems`` words each kind), ``template``
+    """A check's verdict: ``kind`` names it (``config.problems`` words each kind), ``template``
     is its message with ``{name}`` fields filled from ``context``."""
 
     def __init__(self, kind: str, template: str, context: Mapping[str, Any] | None = None):
@@ -57,7 +57,7 @@ class ValidationError(ValueError):
 
 
 class Bounds:
-    """A number's bounds; unset ones are None (``config_problems`` reads gt, ge, lt, le)."""
+    """A number's bounds; unset ones are None (``config.problems`` reads gt, ge, lt, le)."""
 
     def __init__(self, gt: float | None, ge: float | None, lt: float | None, le: float | None):
         self.gt, self.ge, self.lt, self.le = gt, ge, lt, le

@@ -3,7 +3,7 @@
 Hermes keeps a message as an OpenAI message dict with extra top-level keys: its
 summary flag (``_compressed_summary``), reasoning sidecars, display columns, row
 bookkeeping. The same dict shape comes out of its ``state.db`` (read by
-``store/hermes.py``), its JSON snapshots (``sessions/session_<id>.json``: an
+``hermes_agent/state_db.py``), its JSON snapshots (``sessions/session_<id>.json``: an
 object whose ``messages`` is the list) and ``hermes sessions export`` (JSON Lines,
 one session object with its ``messages`` per line).
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from hermes_tui.compaction import hermes_markers
 from hermes_tui.compaction.markers import read_marker
-from hermes_tui.transcript import (
+from hermes_tui.core.transcript import (
     BATCH,
     MICRO,
     ROLES,
@@ -41,7 +41,7 @@ from hermes_tui.transcript import (
     parse_transcript,
     read_text,
 )
-from hermes_tui.untrusted import InputError, load_json
+from hermes_tui.util.untrusted import InputError, load_json
 
 META_KEY = "hermes"
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hermes_tui.tokens import TokenCounter, count_message
-from hermes_tui.transcript import Message
+from hermes_tui.core.tokens import TokenCounter, count_message
+from hermes_tui.core.transcript import Message
 
 
 class StaleSplice(Exception):

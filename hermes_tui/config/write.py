@@ -14,9 +14,7 @@ from typing import Any
 
 import yaml
 
-from hermes_tui import paths
-from hermes_tui.config import Config
-from hermes_tui.config_problems import (
+from hermes_tui.config.problems import (
     ConfigError,
     _error,
     _named_section_class,
@@ -24,8 +22,10 @@ from hermes_tui.config_problems import (
     _section_class,
     _shown,
 )
-from hermes_tui.schema import Section, ValidationError
-from hermes_tui.untrusted import InputError, load_yaml
+from hermes_tui.config.schema import Section, ValidationError
+from hermes_tui.config.settings import Config
+from hermes_tui.util import paths
+from hermes_tui.util.untrusted import InputError, load_yaml
 
 __all__ = [
     "default_config_text",

@@ -9,7 +9,7 @@ from support.hermes_home import EXPECTED_FROM_HERMES_CONFIG as EXPECTED
 from support.hermes_home import HERMES_CONFIG, write_hermes_config
 
 from hermes_tui.config import Config
-from hermes_tui.hermes_config import hermes_config_path, read_hermes_offer
+from hermes_tui.hermes_agent.config import hermes_config_path, read_hermes_offer
 
 
 def sha256(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermes_tui.terminal_text import visible_controls
+from hermes_tui.util.terminal_text import visible_controls
 
 
 def test_plain_text_newlines_and_tabs_are_kept_as_they_are():

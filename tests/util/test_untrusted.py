@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hermes_tui.untrusted import MAX_DEPTH, InputError, decode_json_at, load_json, load_yaml
+from hermes_tui.util.untrusted import MAX_DEPTH, InputError, decode_json_at, load_json, load_yaml
 
 DIGITS = "1" * 5000
 # Nine levels of nine aliases: 9**9 (387 million) strings if anything expands it.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from hermes_tui import paths
+from hermes_tui.util import paths
 
 ROOT_LOGGER = "hermes_tui"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

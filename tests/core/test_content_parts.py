@@ -24,11 +24,11 @@ from support.openai_endpoint import FakeEndpoint, chunk, sse_reply, usage_chunk
 
 from hermes_tui.compaction.prompts import render_messages
 from hermes_tui.config import Config
+from hermes_tui.core.tokens import MESSAGE_OVERHEAD, EstimateCounter, count_message
+from hermes_tui.core.transcript import Message, TranscriptError, parse_transcript, wire_view
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.store.export import session_messages, to_json
-from hermes_tui.tokens import MESSAGE_OVERHEAD, EstimateCounter, count_message
-from hermes_tui.transcript import Message, TranscriptError, parse_transcript, wire_view
 
 # --- parts as a client sends them ------------------------------------------------------------
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hermes_tui import content_parts
-from hermes_tui.untrusted import InputError, load_json, path_text
+from hermes_tui.core import content_parts
+from hermes_tui.util.untrusted import InputError, load_json, path_text
 
 ROLES = ("system", "user", "assistant", "tool")
 

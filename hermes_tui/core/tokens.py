@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from hermes_tui import content_parts
-from hermes_tui.transcript import Message
+from hermes_tui.core import content_parts
+from hermes_tui.core.transcript import Message
 
 # Chat-template scaffolding per message (ChatML: "<|im_start|>role\n" ... "<|im_end|>\n").
 MESSAGE_OVERHEAD = 4

@@ -1,4 +1,4 @@
-"""hermes_tui.schema: the config's strict sections (types, bounds, checks, every problem found).
+"""hermes_tui.config.schema: the config's strict sections (types, bounds, checks, every problem found).
 
 Pure logic; the config's own messages for these problems are tests/test_config.py's.
 """
@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from hermes_tui.schema import (
+from hermes_tui.config.schema import (
     Section,
     SettingError,
     ValidationError,
