@@ -41,7 +41,7 @@ from hermes_tui.store import Store
 
 COUNTER = EstimateCounter()
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = (REPO / "hermes_tui" / "transcript.py").read_text(encoding="utf-8")  # real code: brackets, escapes
+SOURCE = (REPO / "hermes_tui" / "core" / "transcript.py").read_text(encoding="utf-8")  # real code: brackets, escapes
 
 
 def bulky(call: Message, content: str) -> Message:
