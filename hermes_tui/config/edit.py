@@ -29,10 +29,15 @@ from typing import Any
 import yaml
 
 # Shared with save_config so both writers format values and replace files the same way.
-from hermes_tui.config.problems import ConfigError, ConfigProblem, _named_section_class, _problems
+from hermes_tui.config.problems import ConfigError, ConfigProblem, named_section_class, problems_in
 from hermes_tui.config.schema import Section, ValidationError
 from hermes_tui.config.settings import Config, apply_overrides, load_config
-from hermes_tui.config.write import _scalar, _write_atomically, refuse_foreign_config, save_config
+from hermes_tui.config.write import (
+    refuse_foreign_config,
+    save_config,
+    write_atomically,
+    yaml_scalar,
+)
 
 __all__ = ["REMOVE", "SaveResult", "apply_changes", "changed_values", "edit_config_text", "keep_backup",
            "save_changes"]
@@ -64,7 +69,7 @@ def changed_values(old: Section, new: Section, prefix: str = "") -> dict[str, An
         a, b = getattr(old, name), getattr(new, name)
         if isinstance(a, Section):
             out.update(changed_values(a, b, f"{prefix}{name}."))
-        elif _named_section_class(info) is not None and a != b:
+        elif named_section_class(info) is not None and a != b:
             for entry in [*a, *(e for e in b if e not in a)]:
                 key = f"{prefix}{name}.{entry}"
                 if entry not in b:
@@ -81,7 +86,7 @@ def changed_values(old: Section, new: Section, prefix: str = "") -> dict[str, An
 def _is_entry(dotted: str) -> bool:
     parts = dotted.split(".")
     info = Config.model_fields.get(parts[0])
-    return len(parts) == 2 and info is not None and _named_section_class(info) is not None
+    return len(parts) == 2 and info is not None and named_section_class(info) is not None
 
 
 def apply_changes(config: Config, changes: Mapping[str, Any]) -> Config:
@@ -99,7 +104,7 @@ def apply_changes(config: Config, changes: Mapping[str, Any]) -> Config:
         try:
             config = Config.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_problems(Config, exc, None, None)) from None
+            raise ConfigError(problems_in(Config, exc, None, None)) from None
     rest = {k: v for k, v in changes.items() if k not in entries}
     return apply_overrides(config, rest) if rest else config
 
@@ -139,7 +144,7 @@ def save_changes(path: Path, changes: Mapping[str, Any], *, base: Config | None 
         return SaveResult(config, kept_layout=False)
     if edited != text:
         try:
-            _write_atomically(path, edited, overwrite=True)
+            write_atomically(path, edited, overwrite=True)
         except OSError as exc:
             raise _cannot(path, f"cannot write: {exc.strerror or exc}") from None
     return SaveResult(config, kept_layout=True)
@@ -161,7 +166,7 @@ def keep_backup(path: Path) -> Path:
     for attempt in range(1, 1000):
         backup = path.with_name(f"{path.name}.{stamp}{'' if attempt == 1 else f'-{attempt}'}.bak")
         try:
-            if _write_atomically(backup, raw, overwrite=False):
+            if write_atomically(backup, raw, overwrite=False):
                 return backup
         except OSError as exc:
             raise _cannot(path, f"cannot keep a backup at {backup}: {exc.strerror or exc}") from None
@@ -183,7 +188,7 @@ def edit_config_text(text: str, changes: Mapping[str, Any]) -> str | None:
         elif isinstance(value, Mapping):
             result = _set(text, root, parts, _block_body(value))
         else:
-            result = _set(text, root, parts, _scalar(value))
+            result = _set(text, root, parts, yaml_scalar(value))
         if result is None:
             return None
         text = result
@@ -278,7 +283,7 @@ def _block_body(value: Mapping[str, Any]) -> list[str]:
         if isinstance(item, Mapping) and item:
             lines += [f"{key}:\n", *(_INDENT + line for line in _block_body(item))]
         else:
-            lines.append(f"{key}: {_scalar(item)}\n")
+            lines.append(f"{key}: {yaml_scalar(item)}\n")
     return lines
 
 

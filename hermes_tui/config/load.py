@@ -12,7 +12,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hermes_tui.config.problems import ConfigError, ConfigProblem, _error, _problems, _shown
+from hermes_tui.config.problems import (
+    ConfigError,
+    ConfigProblem,
+    config_error,
+    problems_in,
+    shown_value,
+)
 from hermes_tui.config.schema import Section, ValidationError
 from hermes_tui.util import paths
 from hermes_tui.util.untrusted import InputError, load_yaml
@@ -58,7 +64,7 @@ def _parse(text: str, origin: str) -> tuple[Any, yaml.Node | None]:
     try:
         return load_yaml(text)
     except InputError as exc:
-        raise _error(origin, str(exc)) from None
+        raise config_error(origin, str(exc)) from None
 
 
 def read_config(schema: type[Schema], path: Path | None = None) -> Schema:
@@ -74,23 +80,23 @@ def read_config(schema: type[Schema], path: Path | None = None) -> Schema:
     except FileNotFoundError:
         return schema()
     except UnicodeDecodeError as exc:
-        raise _error(origin, f"not UTF-8 text (bad byte at offset {exc.start})") from None
+        raise config_error(origin, f"not UTF-8 text (bad byte at offset {exc.start})") from None
     except OSError as exc:
-        raise _error(origin, f"cannot read: {exc.strerror or exc}") from None
+        raise config_error(origin, f"cannot read: {exc.strerror or exc}") from None
 
     data, root = _parse(text, origin)
     if data is None:
         return schema()
     if not isinstance(data, dict):
         line = root.start_mark.line + 1 if root is not None else None
-        raise _error(
-            origin, f"the top level must be sections of keys (model, compression, auxiliary), got {_shown(data)}", line=line
+        raise config_error(
+            origin, f"the top level must be sections of keys (model, compression, auxiliary), got {shown_value(data)}", line=line
         )
     problems = _duplicate_keys(root, origin) if root is not None else []
     try:
         config = schema.model_validate(data)
     except ValidationError as exc:
-        problems += _problems(schema, exc, origin, root)
+        problems += problems_in(schema, exc, origin, root)
     if problems:
         raise ConfigError(sorted(problems, key=lambda p: (p.line is None, p.line or 0)))
     return config

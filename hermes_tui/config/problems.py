@@ -18,7 +18,10 @@ import yaml
 from hermes_tui.config.schema import Section, Setting, ValidationError
 from hermes_tui.util.untrusted import InputError, load_yaml
 
-__all__ = ["ConfigError", "ConfigProblem"]
+__all__ = [
+    "ConfigError", "ConfigProblem", "all_keys", "config_error", "named_section_class", "problems_in", "section_class",
+    "shown_value", "unknown_key_message",
+]
 
 # Servers people name as a provider; each one speaks the OpenAI API.
 _OPENAI_COMPATIBLE = {"openai", "ollama", "llama.cpp", "llamacpp", "llama-server", "lmstudio", "lm-studio", "vllm"}
@@ -60,18 +63,18 @@ class ConfigError(Exception):
         super().__init__(text)
 
 
-def _error(origin: Path | str | None, message: str, *, line: int | None = None, key: str | None = None) -> ConfigError:
+def config_error(origin: Path | str | None, message: str, *, line: int | None = None, key: str | None = None) -> ConfigError:
     return ConfigError([ConfigProblem(str(origin) if origin else None, line, key, message)])
 
 # --------------------------------------------------------------------------- schema walking
 
 
-def _section_class(info: Setting) -> type[Section] | None:
+def section_class(info: Setting) -> type[Section] | None:
     ann = info.annotation
     return ann if isinstance(ann, type) and issubclass(ann, Section) else None
 
 
-def _named_section_class(info: Setting) -> type[Section] | None:
+def named_section_class(info: Setting) -> type[Section] | None:
     """For a mapping of names to sections (``mcp_servers``), the section class."""
     args = get_args(info.annotation)
     if get_origin(info.annotation) is dict and len(args) == 2:
@@ -87,9 +90,9 @@ def _model_at(schema: type[Section], loc: Sequence[Any]) -> type[Section] | None
     while parts:
         part = parts.pop(0)
         info = model.model_fields.get(part) if isinstance(part, str) else None
-        cls = _section_class(info) if info else None
+        cls = section_class(info) if info else None
         if cls is None and info is not None and parts:
-            cls = _named_section_class(info)
+            cls = named_section_class(info)
             parts.pop(0)  # the entry's name
         if cls is None:
             return None
@@ -104,19 +107,19 @@ def _field_at(schema: type[Section], loc: Sequence[Any]) -> Setting | None:
     return model.model_fields.get(loc[-1]) if model and isinstance(loc[-1], str) else None
 
 
-def _all_keys(model: type[Section], prefix: str = "") -> list[str]:
+def all_keys(model: type[Section], prefix: str = "") -> list[str]:
     keys = []
     for name, info in model.model_fields.items():
         keys.append(prefix + name)
-        cls = _section_class(info)
+        cls = section_class(info)
         if cls:
-            keys.extend(_all_keys(cls, prefix + name + "."))
+            keys.extend(all_keys(cls, prefix + name + "."))
     return keys
 
 # --------------------------------------------------------------------------- messages
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -153,7 +156,7 @@ def _unquote_hint(value: Any, wanted: type) -> str:
     return " (remove the quotes)" if ok else ""
 
 
-def _unknown_key_message(schema: type[Section], loc: Sequence[Any]) -> str:
+def unknown_key_message(schema: type[Section], loc: Sequence[Any]) -> str:
     name = str(loc[-1])
     here = ".".join(str(p) for p in loc[:-1])
     model = _model_at(schema, loc[:-1])
@@ -161,7 +164,7 @@ def _unknown_key_message(schema: type[Section], loc: Sequence[Any]) -> str:
     close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
     if close:
         return f"unknown key (did you mean {close[0]}?)"
-    homes = [k.rpartition(".")[0] for k in _all_keys(schema) if k.rpartition(".")[2] == name]
+    homes = [k.rpartition(".")[0] for k in all_keys(schema) if k.rpartition(".")[2] == name]
     homes = [h for h in homes if h != here]
     if homes:
         where = " or ".join(h or "the top level" for h in homes)
@@ -173,9 +176,9 @@ def _unknown_key_message(schema: type[Section], loc: Sequence[Any]) -> str:
 def _message(schema: type[Section], err: Mapping[str, Any]) -> str:
     kind, loc, value = err["type"], err["loc"], err.get("input")
     info = _field_at(schema, loc)
-    got = _shown(value)
+    got = shown_value(value)
     if kind in ("extra_forbidden", "invalid_key"):
-        return _unknown_key_message(schema, loc)
+        return unknown_key_message(schema, loc)
     if kind in ("float_type", "float_parsing"):
         return f"expected a number, got {got}{_unquote_hint(value, float)}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
@@ -211,7 +214,7 @@ def _message(schema: type[Section], err: Mapping[str, Any]) -> str:
     return f"{message[:1].lower()}{message[1:]}, got {got}"
 
 
-def _problems(
+def problems_in(
     schema: type[Section], exc: ValidationError, origin: str | None, root: yaml.Node | None
 ) -> list[ConfigProblem]:
     found = []

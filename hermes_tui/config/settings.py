@@ -17,11 +17,11 @@ from hermes_tui.config.load import read_config
 from hermes_tui.config.problems import (
     ConfigError,
     ConfigProblem,
-    _error,
-    _problems,
-    _section_class,
-    _shown,
-    _unknown_key_message,
+    config_error,
+    problems_in,
+    section_class,
+    shown_value,
+    unknown_key_message,
 )
 from hermes_tui.config.schema import (
     Section,
@@ -84,7 +84,7 @@ class _Section(Section):
             empty = [
                 name
                 for name, info in cls.model_fields.items()
-                if data.get(name, ...) is None and _section_class(info) is not None
+                if data.get(name, ...) is None and section_class(info) is not None
             ]
             if empty:
                 data = {**data, **{name: {} for name in empty}}
@@ -322,7 +322,7 @@ class McpServerConfig(_Section):
                 if not isinstance(name, str) or not _ENV_VAR_NAME.fullmatch(name):
                     raise SettingError(
                         "env_reference", "a list of variable names to pass (like GITHUB_TOKEN), got {got}",
-                        {"got": _shown(name)})
+                        {"got": shown_value(name)})
             return {name: f"${name}" for name in value}
         if isinstance(value, dict):
             for name, ref in value.items():
@@ -418,7 +418,7 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str
         target = data
         for depth, part in enumerate(parts):
             if not isinstance(target, dict) or part not in target:
-                raise _error(origin, _unknown_key_message(Config, parts[: depth + 1]), key=dotted)
+                raise config_error(origin, unknown_key_message(Config, parts[: depth + 1]), key=dotted)
             if depth == len(parts) - 1:
                 target[part] = value
             else:
@@ -426,7 +426,7 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_problems(Config, exc, origin, None)) from None
+        raise ConfigError(problems_in(Config, exc, origin, None)) from None
 
 
 def value_at(config: Section, dotted: str) -> Any:
@@ -442,7 +442,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise _error(None, f"expected KEY=VALUE (like compression.threshold=0.5), got {text!r}")
+        raise config_error(None, f"expected KEY=VALUE (like compression.threshold=0.5), got {text!r}")
     try:
         value = load_yaml(raw)[0] if raw.strip() else ""
     except InputError:

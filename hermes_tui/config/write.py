@@ -16,11 +16,11 @@ import yaml
 
 from hermes_tui.config.problems import (
     ConfigError,
-    _error,
-    _named_section_class,
-    _problems,
-    _section_class,
-    _shown,
+    config_error,
+    named_section_class,
+    problems_in,
+    section_class,
+    shown_value,
 )
 from hermes_tui.config.schema import Section, ValidationError
 from hermes_tui.config.settings import Config
@@ -29,6 +29,8 @@ from hermes_tui.util.untrusted import InputError, load_yaml
 
 __all__ = [
     "default_config_text",
+    "write_atomically",
+    "yaml_scalar",
     "foreign_config_problem",
     "refuse_foreign_config",
     "render_config_text",
@@ -46,7 +48,7 @@ _HEADER = """\
 _COMMENT_COLUMN = 40
 
 
-def _scalar(value: Any) -> str:
+def yaml_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -68,16 +70,16 @@ def _render(model: Section, indent: str, lines: list[str]) -> None:
         note = (info.json_schema_extra or {}).get("note") if isinstance(info.json_schema_extra, dict) else None
         for note_line in (note or "").splitlines():
             lines.append(f"{indent}# {note_line}")
-        block = _section_class(info) or (_named_section_class(info) and value)
-        text = f"{indent}{name}:" if block else f"{indent}{name}: {_scalar(value)}"
+        block = section_class(info) or (named_section_class(info) and value)
+        text = f"{indent}{name}:" if block else f"{indent}{name}: {yaml_scalar(value)}"
         if info.description:
             text = f"{text.ljust(_COMMENT_COLUMN - 2)}  # {info.description}"
         lines.append(text)
-        if _section_class(info):
+        if section_class(info):
             _render(value, indent + "  ", lines)
-        elif _named_section_class(info):
+        elif named_section_class(info):
             for entry, section in value.items():
-                lines.append(f"{indent}  {_scalar(entry)}:")
+                lines.append(f"{indent}  {yaml_scalar(entry)}:")
                 _render(section, indent + "    ", lines)
 
 
@@ -114,7 +116,7 @@ def foreign_config_problem(text: str) -> str | None:
     if data is None:
         return None
     if not isinstance(data, dict):
-        return f"the top level is {_shown(data)}, not sections of keys"
+        return f"the top level is {shown_value(data)}, not sections of keys"
     foreign = [str(key) for key in data if key not in ours]
     if foreign:
         listed = ", ".join(foreign[:6]) + (", ..." if len(foreign) > 6 else "")
@@ -132,20 +134,20 @@ def refuse_foreign_config(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise _error(path, f"cannot read: {exc.strerror or exc}") from None
+        raise config_error(path, f"cannot read: {exc.strerror or exc}") from None
     try:
         problem = foreign_config_problem(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         problem = f"not UTF-8 text (bad byte at offset {exc.start})"
     if problem:
-        raise _error(
+        raise config_error(
             path,
             f"not a hermes-tui config ({problem}); it was left untouched: "
             f"point --config or {paths.HOME_ENV} at a config.yaml of hermes-tui's own",
         )
 
 
-def _write_atomically(path: Path, text: str | bytes, *, overwrite: bool) -> bool:
+def write_atomically(path: Path, text: str | bytes, *, overwrite: bool) -> bool:
     """Write via a temp file in the same directory, so a crash never leaves half a file.
 
     With ``overwrite=False`` an existing file wins (returns False) even in a race.
@@ -182,9 +184,9 @@ def write_default_config(path: Path | None = None) -> None:
     """Write the commented default config.yaml unless a file is already there."""
     path = Path(path) if path is not None else paths.config_path()
     try:
-        _write_atomically(path, default_config_text(), overwrite=False)
+        write_atomically(path, default_config_text(), overwrite=False)
     except OSError as exc:
-        raise _error(path, f"cannot write: {exc.strerror or exc}") from None
+        raise config_error(path, f"cannot write: {exc.strerror or exc}") from None
 
 
 def save_config(config: Config, path: Path | None = None) -> None:
@@ -199,8 +201,8 @@ def save_config(config: Config, path: Path | None = None) -> None:
         # Fields may have been assigned after construction; check them all again.
         config = Config.model_validate(config.model_dump(warnings=False))
     except ValidationError as exc:
-        raise ConfigError(_problems(Config, exc, str(path), None)) from None
+        raise ConfigError(problems_in(Config, exc, str(path), None)) from None
     try:
-        _write_atomically(path, render_config_text(config), overwrite=True)
+        write_atomically(path, render_config_text(config), overwrite=True)
     except OSError as exc:
-        raise _error(path, f"cannot write: {exc.strerror or exc}") from None
+        raise config_error(path, f"cannot write: {exc.strerror or exc}") from None

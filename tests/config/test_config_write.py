@@ -42,7 +42,7 @@ def test_write_default_round_trips(tmp_path):
 
 def test_default_text_documents_every_key():
     text = default_config_text()
-    for key_path in config_problems._all_keys(Config):
+    for key_path in config_problems.all_keys(Config):
         leaf = key_path.rpartition(".")[2]
         lines = [line for line in text.splitlines() if line.strip().startswith(f"{leaf}:")]
         assert lines, key_path
