@@ -16,6 +16,7 @@ from typing import Any
 from hermes_tui.compaction.state import ABSORBED, DEFRAG
 from hermes_tui.config import CompressionConfig
 from hermes_tui.store import Store, bench_runs
+from hermes_tui.util.errors import AppError
 
 PROVIDERS = ("mlx", "openai-api")
 SAMPLE_SESSION = Path(__file__).resolve().parents[1] / "assets" / "bench_session.json"
@@ -32,7 +33,7 @@ MEDIAN_FIELDS = (
 )
 
 
-class BenchError(Exception):
+class BenchError(AppError):
     """A benchmark that cannot start (bad settings, unreadable sample session)."""
 
 

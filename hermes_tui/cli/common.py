@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from hermes_tui.util.errors import AppError
+
 if TYPE_CHECKING:
     from hermes_tui.config import Config
 
@@ -17,7 +19,7 @@ POLICIES = ("watermark", "per_exchange", "per_turn")
 FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without the config schema
 
 
-class UserError(Exception):
+class UserError(AppError):
     """A problem the user can fix; printed as one line."""
 
 

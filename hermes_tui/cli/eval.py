@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, POLICIES, TURN_MODES
+from hermes_tui.util.errors import AppError
 
 
 def add_eval_parser(subparsers) -> None:
@@ -45,7 +46,7 @@ def add_eval_parser(subparsers) -> None:
     p.set_defaults(run=run_eval)
 
 
-class EvalError(Exception):
+class EvalError(AppError):
     """A problem with the command line or its input: printed as one line, exit 2.
 
     Its own class, caught here, because ``python -m hermes_tui.cli`` runs cli.py as

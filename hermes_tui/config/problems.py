@@ -16,6 +16,7 @@ from typing import Any, get_args, get_origin
 import yaml
 
 from hermes_tui.config.schema import Section, Setting, ValidationError
+from hermes_tui.util.errors import AppError
 from hermes_tui.util.untrusted import InputError, load_yaml
 
 __all__ = [
@@ -49,18 +50,21 @@ class ConfigProblem:
         return ": ".join(parts)
 
 
-class ConfigError(Exception):
-    """Bad configuration. ``str()`` is one line: the first problem in file order."""
+class ConfigError(AppError):
+    """Bad configuration. ``str()`` is one line: the first problem in file order; ``key``
+    and ``path`` are that problem's."""
+
+    kind = "config"
 
     def __init__(self, problems: Sequence[ConfigProblem]):
         if not problems:
             raise ValueError("ConfigError needs at least one problem")
         self.problems: list[ConfigProblem] = list(problems)
         first = self.problems[0]
-        self.path, self.line, self.key, self.message = first.origin, first.line, first.key, first.message
+        self.path, self.line, self.message = first.origin, first.line, first.message
         more = len(self.problems) - 1
         text = str(first) + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
-        super().__init__(text)
+        super().__init__(text, key=first.key)
 
 
 def config_error(origin: Path | str | None, message: str, *, line: int | None = None, key: str | None = None) -> ConfigError:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui.core import content_parts
+from hermes_tui.util.errors import AppError
 from hermes_tui.util.untrusted import InputError, load_json, path_text
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -35,7 +36,7 @@ MARKER_KINDS = (MICRO, BATCH)
 SYSTEM_PROMPT = "system_prompt"
 
 
-class TranscriptError(ValueError):
+class TranscriptError(AppError, ValueError):
     """A transcript that is not a valid list of OpenAI chat messages."""
 
 

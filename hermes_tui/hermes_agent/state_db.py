@@ -56,6 +56,7 @@ from urllib.parse import quote
 
 from hermes_tui.core.transcript import TranscriptError
 from hermes_tui.hermes_agent.sessions import HermesSession, convert_messages
+from hermes_tui.util.errors import AppError
 
 T = TypeVar("T")
 
@@ -78,7 +79,7 @@ SESSION_COLUMNS = (
 NOT_CONTINUATION_MARKERS = ("_branched_from", "_delegate_from", "_reset_from")
 
 
-class HermesImportError(Exception):
+class HermesImportError(AppError):
     """A Hermes database that cannot be read, as one line naming it and what is wrong."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from hermes_tui.util.errors import AppError
 
-class HubError(Exception):
+
+class HubError(AppError):
     """A problem the user can act on; ``str()`` is one line."""
 
 

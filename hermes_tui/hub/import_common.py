@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from hermes_tui.util.errors import AppError
+
 # progress(stage, done, total): "copying" and "writing" count bytes, "converting" counts
 # tensors, "reading" goes 0/1 then 1/1 (mx.load reads the whole file in one call).
 ProgressFn = Callable[[str, int, int], None]
@@ -16,7 +18,7 @@ SUPPORTED_TOKENIZERS = ("gpt2", "llama")
 SHARD_BYTES = 5 << 30  # like mlx_lm: at most ~5 GB per safetensors file
 
 
-class ModelImportError(Exception):
+class ModelImportError(AppError):
     """The import cannot be done; the message is one line saying what and why."""
 
 

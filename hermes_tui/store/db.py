@@ -19,6 +19,7 @@ from pathlib import Path
 from hermes_tui.store.ownership import APPLICATION_ID, FOREIGN, Ownership, inspect
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 from hermes_tui.util import paths
+from hermes_tui.util.errors import AppError
 
 BUSY_TIMEOUT_MS = 5_000
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -32,8 +33,21 @@ _open_here: dict[Path, int] = {}
 _open_here_lock = threading.Lock()
 
 
-class StoreError(Exception):
-    """A store problem, as one line naming the database and what to do."""
+# StoreError kinds: what the user can do differs for each. Also ownership.FOREIGN: another
+# program's database, or a folder inside Hermes Agent's home.
+LOCKED = "locked"  # another process holds the database
+CANNOT_CREATE = "cannot_create"
+UNREADABLE = "unreadable"  # damaged or not SQLite
+NOT_WRITABLE = "not_writable"
+DISK_FULL = "disk_full"
+TOO_NEW = "too_new"
+
+
+class StoreError(AppError):
+    """A store problem, as one line naming the database and what to do; ``kind`` is one of
+    the constants above, or ``"store"`` for the rest (a missing session, a misuse)."""
+
+    kind = "store"
 
 
 def open_database(path: Path) -> sqlite3.Connection:
@@ -100,11 +114,12 @@ def _create_private(path: Path) -> None:
         paths.ensure_dir(path.parent)  # refuses a folder inside Hermes Agent's home
         paths.create_private(path)  # created by us so it is private from the first byte
     except paths.HermesAgentHomeError as exc:
-        raise StoreError(f"{path}: {exc.strerror}") from None
+        raise StoreError(f"{path}: {exc.strerror}", kind=FOREIGN) from None
     except OSError as exc:
         raise StoreError(
             f"{path}: cannot create the session database ({exc.strerror or exc}): "
-            f"check that the folder exists and is writable, or set {paths.HOME_ENV} to another folder"
+            f"check that the folder exists and is writable, or set {paths.HOME_ENV} to another folder",
+            kind=CANNOT_CREATE,
         ) from None
 
 
@@ -158,7 +173,8 @@ def _refuse_foreign(path: Path, found: Ownership) -> None:
     if found.kind == FOREIGN:
         raise StoreError(
             f"{path}: not a hermes-tui database ({found.reason}); it was left untouched: "
-            f"if another program uses it, set {paths.HOME_ENV} to another folder for hermes-tui"
+            f"if another program uses it, set {paths.HOME_ENV} to another folder for hermes-tui",
+            kind=FOREIGN,
         )
 
 
@@ -215,31 +231,32 @@ def translate_errors(path: Path) -> Iterator[None]:
     except StoreError:
         raise
     except sqlite3.DatabaseError as exc:
-        raise StoreError(_explain(path, exc)) from None
+        kind, message = _explain(path, exc)
+        raise StoreError(message, kind=kind) from None
     except OSError as exc:
         raise StoreError(f"{path}: {exc.strerror or exc}") from None
 
 
-def _explain(path: Path, exc: sqlite3.DatabaseError) -> str:
+def _explain(path: Path, exc: sqlite3.DatabaseError) -> tuple[str, str]:
     text = str(exc)
     lowered = text.lower()
     if any(sign in lowered for sign in ("not a database", "malformed", "corrupt", "vtable constructor failed")):
-        return (
+        return UNREADABLE, (
             f"{path}: not a readable SQLite database ({text}). It was left untouched: "
             f"move it aside (or restore a backup) and start again, or set {paths.HOME_ENV} to use another folder"
         )
     if "locked" in lowered or "busy" in lowered:
-        return (
+        return LOCKED, (
             f"{path}: the database is locked by another process (waited {BUSY_TIMEOUT_MS / 1000:g} s): "
             "close the other hermes-tui and try again"
         )
     if "full" in lowered:
-        return f"{path}: the disk is full ({text}): free some space; nothing was lost, the last turn was not saved"
+        return DISK_FULL, f"{path}: the disk is full ({text}): free some space; nothing was lost, the last turn was not saved"
     if "readonly" in lowered or "read-only" in lowered or "unable to open" in lowered:
-        return (
+        return NOT_WRITABLE, (
             f"{path}: cannot write the database ({text}): check that it and its folder are writable, "
             f"or set {paths.HOME_ENV} to another folder"
         )
     if "newer than this hermes-tui" in lowered:
-        return f"{path}: {text}"
-    return f"{path}: database error ({text})"
+        return TOO_NEW, f"{path}: {text}"
+    return StoreError.kind, f"{path}: database error ({text})"

@@ -23,6 +23,8 @@ from hermes_tui.store.db import StoreError
 class StoreClosed(StoreError):
     """A write (or read) after the store was closed: nothing more is saved by this process."""
 
+    kind = "closed"
+
 
 class Rows:
     """A statement's outcome, its rows already read (under the lock)."""

@@ -53,6 +53,8 @@ class SessionBusy(StoreError):
     """Another hermes-tui holds the session (``holder``; None: it took the lease over or
     deleted the session since this process held it). Nothing was written."""
 
+    kind = "busy"
+
     def __init__(self, session_id: str, holder: Holder | None, advice: str):
         self.session_id, self.holder, self.advice = session_id, holder, advice
         super().__init__(f"{self.problem}: {advice}")

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from hermes_tui.util.errors import AppError
 
-class ToolError(Exception):
+
+class ToolError(AppError):
     """An expected failure; its message (one line) is what the model reads."""
 
 

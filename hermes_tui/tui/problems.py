@@ -25,6 +25,7 @@ from hermes_tui.providers.failures import (
 from hermes_tui.providers.mlx_runtime import ModelUnavailable
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.store import SessionBusy, StoreError
+from hermes_tui.store import db as store_db
 
 SETTINGS = ("Open settings", "settings")
 MODELS = ("Open models", "models")
@@ -49,7 +50,7 @@ def first_run_problem(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, SessionBusy):  # before StoreError: the database is fine
         return _sentence(exc.problem), _sentence(exc.advice) + "."
     if isinstance(exc, StoreError):
-        return _store_problem(message)
+        return _store_problem(exc.kind, message)
     if isinstance(exc, ModelUnavailable):
         return _missing_model(message)
     if isinstance(exc, ProviderError):
@@ -172,18 +173,18 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _store_problem(message: str) -> tuple[str, str]:
-    if "locked" in message:
+def _store_problem(kind: str, message: str) -> tuple[str, str]:
+    if kind == store_db.LOCKED:
         return (
             "The session database is in use by another hermes-tui",
             "Close the other hermes-tui, then start this one again.",
         )
-    if "not a hermes-tui database" in message or "Hermes Agent's home" in message:
+    if kind == store_db.FOREIGN:
         return (
             f"The session database belongs to another program: {message}",
             "It was left untouched. Set HERMES_TUI_HOME to a folder of hermes-tui's own and start again.",
         )
-    if "cannot create" in message:
+    if kind == store_db.CANNOT_CREATE:
         return (
             f"The session database cannot be created: {message}",
             "Make the folder writable, or set HERMES_TUI_HOME to another folder.",

@@ -11,16 +11,18 @@ import logging
 from pathlib import Path
 
 from hermes_tui.util import paths
+from hermes_tui.util.errors import AppError
 
 ROOT_LOGGER = "hermes_tui"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class LogFileError(OSError):
+class LogFileError(AppError, OSError):
     """The log file (or its directory) could not be created or opened."""
 
     def __init__(self, path: Path, reason: str, errno: int | None = None):
-        super().__init__(errno, reason, str(path))
+        super().__init__(f"cannot open log file {path}: {reason}")
+        self.errno, self.strerror, self.filename = errno, reason, str(path)  # as OSError's own
         self.path = path
         self.reason = reason
 

@@ -29,6 +29,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hermes_tui.util.errors import AppError
+
 if TYPE_CHECKING:
     import yaml
 
@@ -51,7 +53,7 @@ _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 _JSON_NESTING = re.compile(_JSON_STRING + r"|[\[\]{}]")
 
 
-class InputError(ValueError):
+class InputError(AppError, ValueError):
     """Input that cannot be loaded. ``str()``: ``"<kind> at line L, column C: <detail>"``.
 
     ``line``/``column`` are 1-based when known; ``path`` is the keys and indexes

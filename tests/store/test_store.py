@@ -290,6 +290,7 @@ def test_another_programs_database_is_refused_before_a_byte_is_written(db_path, 
         Store(db_path)
     text = one_line_naming(caught.value, db_path)
     assert "not a hermes-tui database" in text and "left untouched" in text and "HERMES_TUI_HOME" in text
+    assert caught.value.kind == ownership.FOREIGN  # what the UI words it by, without reading the text
     assert "already exists" not in text
     assert digest(db_path) == before
     assert side_files(db_path) == ["state.db"]  # no -wal, -shm or -journal: not even the journal mode changed
@@ -980,6 +981,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(db_path, hermes_hom
         Store(db_path)
     text = one_line_naming(caught.value, db_path)
     assert "not a readable SQLite database" in text and "move it aside" in text
+    assert caught.value.kind == store_db.UNREADABLE
     assert digest(db_path) == before
     assert sorted(p.name for p in db_path.parent.iterdir() if p.name.startswith("state.db")) == ["state.db"]
     # and through the CLI: exit 2, one line, the file untouched
@@ -1075,6 +1077,7 @@ def test_a_locked_database_fails_the_write_clearly_and_loses_nothing(db_path, sh
             s.store.flush(s.id, s.conv.messages)
         text = one_line_naming(caught.value, db_path)
         assert "locked by another process" in text and "try again" in text
+        assert caught.value.kind == store_db.LOCKED
         assert not any(m.stored for m in turn)
         conversation = list(s.conv.messages)
         report = s.micro()
@@ -1098,6 +1101,7 @@ def test_opening_a_database_another_process_holds_locked(db_path, short_busy_tim
         with pytest.raises(StoreError) as caught:
             Store(db_path)
         assert "locked by another process" in one_line_naming(caught.value, db_path)
+        assert caught.value.kind == store_db.LOCKED
     finally:
         other.execute("ROLLBACK")
         other.close()

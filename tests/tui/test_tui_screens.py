@@ -30,6 +30,7 @@ from hermes_tui.core.transcript import Message
 from hermes_tui.providers.mlx_runtime import MISSING_MODEL_HELP, ModelUnavailable
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.store import Store, StoreError
+from hermes_tui.store import db as store_db
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.tui.problems import first_run_actions, first_run_problem
 from hermes_tui.tui.screens.dialogs import ConfirmDialog, TextPromptDialog
@@ -659,12 +660,14 @@ FIRST_RUN_CASES = {
     ),
     "database unreadable": (
         StoreError("/h/state.db: not a readable SQLite database (file is not a database). It was left "
-                   "untouched: move it aside (or restore a backup) and start again, or set HERMES_TUI_HOME"),
+                   "untouched: move it aside (or restore a backup) and start again, or set HERMES_TUI_HOME",
+                   kind=store_db.UNREADABLE),
         "The session database is unreadable: /h/state.db: not a readable SQLite database", "Move it aside",
         ["quit"],
     ),
     "database locked": (
-        StoreError("/h/state.db: the database is locked by another process (waited 5 s): close the other"),
+        StoreError("/h/state.db: the database is locked by another process (waited 5 s): close the other",
+                   kind=store_db.LOCKED),
         "in use by another hermes-tui", "Close the other hermes-tui", ["quit"],
     ),
     "bad config": (

@@ -16,12 +16,13 @@ from pathlib import Path
 from mcp.client.stdio import StdioServerParameters
 
 from hermes_tui.config import ENV_REFERENCE, McpServerConfig, env_reference
+from hermes_tui.util.errors import AppError
 
 # Beyond the SDK's fixed set (which already has PATH and HOME on POSIX).
 ALWAYS_PASSED = ("PATH", "HOME")
 
 
-class LaunchError(Exception):
+class LaunchError(AppError):
     """The server cannot be started as configured (one line)."""
 
 

@@ -46,6 +46,8 @@ import stat
 import struct
 from collections.abc import Iterable
 
+from hermes_tui.util.errors import AppError
+
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
@@ -73,8 +75,13 @@ PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
-class SandboxError(OSError):
-    """The policy cannot be enforced here; the command must not run."""
+class SandboxError(AppError, OSError):
+    """The policy cannot be enforced here; the command must not run. ``errno`` is the
+    system call's error (0 where a feature is missing)."""
+
+    def __init__(self, errno: int, reason: str) -> None:
+        super().__init__(f"[Errno {errno}] {reason}" if errno else reason)
+        self.errno, self.strerror = errno, reason  # as OSError's own
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
