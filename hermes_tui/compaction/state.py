@@ -16,7 +16,7 @@ from hermes_tui.compaction.markers import MarkerSummary, is_marker, read_marker
 from hermes_tui.core.conversation import Splice
 from hermes_tui.core.transcript import Message, exchange_end, group_end
 
-# Outcomes (DESIGN.md "Pass outcomes"), plus "stale" and "error".
+# Outcomes (docs/architecture.md, "Pass outcomes").
 ABSORBED = "absorbed"
 DEFRAG = "defrag"
 DEFRAG_FAILED = "defrag_failed"

@@ -1,6 +1,6 @@
 """The trim stage: bulky old tool results cut to head + tail + a one-line digest, no model.
 
-The cheapest stage (DESIGN.md "Compaction stages, cheapest first"). Between the
+The cheapest stage (docs/architecture.md, "Compaction stages, cheapest first"). Between the
 protected head and the tail, every tool result over ``compression.trim_threshold_tokens``
 is replaced in place by a new message with the same role, ``tool_call_id`` and ``name``
 (so pairing and order are untouched) whose content is

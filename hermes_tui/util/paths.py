@@ -24,7 +24,7 @@ import platformdirs
 
 APP_NAME = "hermes-tui"
 HOME_ENV = "HERMES_TUI_HOME"
-HERMES_AGENT_HOME_ENV = "HERMES_HOME"  # Hermes Agent's home: read, never written (see DESIGN.md)
+HERMES_AGENT_HOME_ENV = "HERMES_HOME"  # Hermes Agent's home: read, never written (docs/architecture.md, "Homes")
 HERMES_AGENT_DEFAULT_HOME = "~/.hermes"
 
 CONFIG_FILE = "config.yaml"

@@ -8,7 +8,7 @@ every kind of good and bad outcome, batch compactions, store failures, restarts
 (a fresh process loading the transcript back from the SQLite store its passes
 were written to, and recovering the compaction state from it), stale publishes and appends
 that land while a pass is running. After every event the invariants of the spec
-and DESIGN.md are checked:
+and of docs/architecture.md are checked:
 
  1. user messages are the very same objects, unedited, in order, except those the
     floor policy folded: those are archived, and the newest of them that fit the

@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support.config_defaults import DESIGN_DEFAULTS
+from support.config_defaults import DOCUMENTED_DEFAULTS
 
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config, parse_override
 
@@ -32,7 +32,7 @@ def load_error(tmp_path: Path, text: str) -> ConfigError:
 
 
 def test_defaults_match_design():
-    assert Config().model_dump() == DESIGN_DEFAULTS
+    assert Config().model_dump() == DOCUMENTED_DEFAULTS
 
 
 def test_missing_file_gives_defaults_and_is_not_created(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.config_defaults import DESIGN_DEFAULTS
+from support.config_defaults import DOCUMENTED_DEFAULTS
 from support.hermes_home import AGENT_CONFIG
 
 from hermes_tui.config import Config, ConfigError, apply_overrides, load_config
@@ -55,7 +55,7 @@ def test_default_text_documents_every_key():
     assert any(line.strip().startswith("max_tokens: 1024") and "longest reply" in line
                for line in model_section.splitlines())
     # The file itself is plain data equal to the defaults.
-    assert yaml.safe_load(text) == DESIGN_DEFAULTS
+    assert yaml.safe_load(text) == DOCUMENTED_DEFAULTS
 
 
 def test_write_default_never_overwrites(tmp_path):

@@ -1,10 +1,10 @@
 """config.yaml's defaults written out independently of the schema, for the tests that check it."""
 
-# The defaults as DESIGN.md states them, plus the documented additions (model.max_tokens:
+# The defaults as the micro-compaction spec and docs/architecture.md state them, plus the documented additions (model.max_tokens:
 # the reply cap the chat clients use; compression.micro_compact_mode, fact_guard, tokenizer, trim,
 # trim_threshold_tokens;
 # auxiliary.compression.max_tokens).
-DESIGN_DEFAULTS = {
+DOCUMENTED_DEFAULTS = {
     "model": {
         "provider": "auto",
         "model": "",
