@@ -70,7 +70,8 @@ def _tilde(text: str, root: Path | None) -> str | None:
 
 def expand(word: Word, root: Path | None) -> list[str] | None:
     """The paths ``word`` becomes after bash's expansions, or None when they cannot be
-    known here (a brace list, ``~-``, a glob that could match ``..``, too many matches)."""
+    known here (a brace list, ``~-``, a glob that could match ``..``, too many matches) or
+    are not only paths (a glob matching a file named like an option, ``--pre=bash``)."""
     if word.text is None or word.brace or word.inner_tilde:
         return None
     text, pattern = word.text, word.pattern
@@ -92,6 +93,8 @@ def expand(word: Word, root: Path | None) -> list[str] | None:
     matches = list(itertools.islice(glob.iglob(pattern, root_dir=root), MAX_GLOB_MATCHES + 1))
     if len(matches) > MAX_GLOB_MATCHES:
         return None
+    if any(m.startswith("-") for m in matches):
+        return None  # bash hands it over as a word, and the program reads it as an option (--pre=bash)
     return matches or [text]  # no match: bash passes the word as it is
 
 

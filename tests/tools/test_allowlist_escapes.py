@@ -84,6 +84,29 @@ def test_finding1_options_that_run_programs_are_banned_in_every_spelling(layout,
     assert decision.action is Q and request.command_check.banned == banned
 
 
+@pytest.mark.parametrize("command,planted", [
+    ("rg touch *h", "--pre=bash"),  # rg --pre=bash runs every file it searches as a script
+    ("find *e -name x", "-delete"),  # find takes -delete as its action: the workspace goes
+    ("grep -r touch [-x]*", "--pre=bash"),
+])
+def test_finding1_a_glob_that_matches_a_file_named_like_an_option_asks(layout, tmp_path, command, planted):
+    """Bash hands a glob's matches to the program as words, and one that starts with '-' is an
+    option to it: a file the model wrote in auto-edit, named ``--pre=bash``, made the allowlisted
+    ``rg touch *h`` run ``x.sh``; one named ``-delete`` made ``find *e`` delete the workspace."""
+    workspace, _ = layout
+    marker = tmp_path / "ran"
+    (workspace.root / "x.sh").write_text(f"touch {marker}\n")
+    (workspace.root / planted).write_text("")
+    for mode in (AE, ASK, RO):
+        request, decision = shell(workspace, command, mode)
+        assert decision.action is not A and not request.command_check.read_only, (mode, decision.reason)
+    assert not run_if_allowed(workspace, command, AE)
+    assert not marker.exists() and (workspace.root / "notes.txt").exists()
+    (workspace.root / planted).unlink()
+    _, decision = shell(workspace, command, AE)  # the same glob over ordinary names runs
+    assert decision.action is A, decision.reason
+
+
 # --- 2. reads outside the workspace in read-only mode --------------------------------------
 
 @pytest.mark.parametrize("command", [
