@@ -173,13 +173,66 @@ def test_the_workspace_root_of_a_git_repository_stays_writable(box):
 def test_a_workspace_without_git_keeps_a_writable_root(box):
     """A .git that does not exist cannot be bound read-only, and keeping it out with Landlock
     would cost the root its entries: such a workspace's root stays writable (documented:
-    a command there can create a .git; the approval rules decide whether it runs)."""
+    a command there can create a .git, whose fsmonitor and hooks no later git runs: see
+    test_a_repository_a_command_made_runs_nothing_under_an_allowlisted_git)."""
     import shutil
 
     shutil.rmtree(box.ws / ".git")
     result = box.run("touch new-top-level.txt && echo more >> a.txt && echo ok")
     assert (result.exit_code == 0) == (box.mode is not Mode.READ_ONLY), result.content
     assert (box.ws / "new-top-level.txt").exists() == (box.mode is not Mode.READ_ONLY)
+
+
+@pytest.mark.parametrize("where", ["a workspace that is not a repository", "a repository nested in the workspace"])
+def test_a_repository_a_command_made_runs_nothing_under_an_allowlisted_git(box, where):
+    """The sandbox cannot keep a command from making a git repository where none is bound
+    read-only (a workspace's missing .git, or sub/.git anywhere): Landlock rules name
+    existing files. A command the user let run (or one a test script ran) made one whose
+    fsmonitor and post-index-change hook plant a marker; the allowlisted `git status` that
+    runs unasked afterwards ran both. Every confined command's git now ignores a
+    repository's fsmonitor and hooks."""
+    import shutil
+
+    from hermes_tui.tools import build_request, decide
+
+    if box.mode is Mode.READ_ONLY:
+        pytest.skip("read-only commands cannot make a repository")
+    fsmonitor, hook = box.tmp / "fsmonitor-ran", box.tmp / "hook-ran"
+    if where.startswith("a workspace"):
+        shutil.rmtree(box.ws / ".git")
+        repo, status = ".", "git status --short"
+    else:
+        (box.ws / "sub").mkdir()
+        (box.ws / "sub" / "b.txt").write_text("nested\n")
+        repo, status = "sub", "git -C sub status --short"
+    made = box.run(
+        f"git init -q {repo} && cd {repo} && git config core.fsmonitor 'touch {fsmonitor}; false' && "
+        f"printf '#!/bin/sh\\ntouch {hook}\\n' > .git/hooks/post-index-change && "
+        "chmod +x .git/hooks/post-index-change && git add . && touch -d 2001-01-01 * && echo made")
+    assert "made" in made.content, made.content
+    request = build_request(builtin_registry().get("run_shell"), {"command": status}, box.context.workspace)
+    assert decide(request, mode=box.mode).action.value == "allow"  # it runs unasked
+    result = box.run(status)
+    assert result.exit_code == 0, result.content
+    assert not fsmonitor.exists() and not hook.exists()
+
+
+def test_git_ignores_fsmonitor_and_hooks_even_where_no_sandbox_confines(tmp_path, monkeypatch):
+    """Without a sandbox an allowlisted git would run a planted fsmonitor unconfined: the
+    settings go with every command but in full mode, sandbox or not."""
+    from hermes_tui.tools.sandbox import support
+
+    monkeypatch.setattr(support, "available", lambda: support.SandboxSupport(False, "none", "test"))
+    env = {"PATH": os.environ["PATH"], "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.name",
+           "GIT_CONFIG_VALUE_0": "kept"}
+    for mode in (Mode.READ_ONLY, Mode.ASK, Mode.AUTO_EDIT):
+        argv, got = Sandbox(mode, tmp_path, str(tmp_path)).wrap(["git", "status"], env)
+        assert argv == ["git", "status"]
+        out = subprocess.run(["git", "config", "--get-regexp", "^(core\\.fsmonitor|core\\.hookspath|user\\.name)$"],
+                             env=got, cwd=tmp_path, capture_output=True, text=True)
+        assert out.stdout.splitlines() == ["user.name kept", "core.fsmonitor false", "core.hookspath /dev/null"]
+    _, got = Sandbox(Mode.FULL, tmp_path, str(tmp_path)).wrap(["git", "status"], env)
+    assert got == env
 
 
 def test_stop_still_kills_the_group(box):
