@@ -118,6 +118,48 @@ def test_tcp_to_a_listening_socket_fails(box, listener):
         listener.accept()  # nothing got through
 
 
+def test_tcp_fails_with_landlock_alone(tmp_path, monkeypatch, listener):
+    """Two layers stop TCP: Landlock's connect rule (ABI 4) and the seccomp socket filter.
+    With the filter taken out, Landlock alone still refuses the connection."""
+    import sys
+
+    from hermes_tui.tools.sandbox.landlock import abi_version
+
+    require_sandbox()
+    if abi_version() < 4:
+        pytest.skip("Landlock before ABI 4 has no TCP rules: the socket filter alone stops TCP")
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path / "hermes-tui-home"))
+    box = Layout(tmp_path, Mode.AUTO_EDIT)
+    policy = policy_for(Mode.AUTO_EDIT, box.ws.resolve(), box.tmp, env=box.env)
+    code = ("import sys; import hermes_tui.tools.sandbox.landlock as l; l._deny_sockets = lambda: None; "
+            "from hermes_tui.tools.sandbox.launch import main; sys.exit(main())")
+    port = listener.getsockname()[1]
+    py = (f"import socket; s = socket.socket(); print('SOCKET'); s.settimeout(2); "
+          f"s.connect(('127.0.0.1', {port})); print('CONNECTED')")
+    out = subprocess.run([sys.executable, "-c", code, policy.to_json(), "--", sys.executable, "-c", py],
+                         cwd=box.ws, env=box.env, capture_output=True, text=True, timeout=60)
+    assert "SOCKET" in out.stdout and "CONNECTED" not in out.stdout, (out.stdout, out.stderr)
+    with pytest.raises(TimeoutError):
+        listener.accept()
+
+
+def test_an_ssh_key_stays_hidden_when_the_workspace_is_home(tmp_path, monkeypatch):
+    """Started in the home folder, the workspace is home: its .ssh is neither read nor written."""
+    require_sandbox()
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path / "hermes-tui-home"))
+    layout = Layout(tmp_path, Mode.AUTO_EDIT)
+    home = layout.home.resolve()
+    for mode in (Mode.READ_ONLY, Mode.AUTO_EDIT):
+        context = ToolContext(workspace=Workspace(home), shell_env=layout.env,
+                              sandbox=Sandbox(mode, home, str(layout.tmp)))
+        command = "cat notes.txt; cat .ssh/id_rsa; echo x >> .ssh/id_rsa; echo y > .ssh/planted"
+        result = builtin_registry().dispatch("run_shell", json.dumps({"command": command}), context)
+        assert "home notes" in result.content, result.content  # the rest of home is the workspace
+        assert KEY not in result.content and "Permission denied" in result.content
+        assert (home / ".ssh" / "id_rsa").read_text() == KEY + "\n"
+        assert not (home / ".ssh" / "planted").exists()
+
+
 def test_udp_and_unix_sockets_fail(box, tmp_path):
     py = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9)); print('SENT')"
     result = box.run(f"python3 -c \"{py}\"")
