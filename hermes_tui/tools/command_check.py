@@ -4,7 +4,9 @@
 (``command_table``) whose every path stays in the workspace, after bash's own expansions:
 globs are expanded in the workspace, ``~``/``~+`` replaced, brace lists and ``~-`` refused
 (a word the check cannot pin down makes the command ask). Option values count as paths
-whether attached (``-oFILE``, ``--opt=FILE``) or apart.
+whether attached (``-oFILE``, ``--opt=FILE``) or apart. Git runs unasked only on the
+workspace's own repository or one above it, never on a nested ``sub/.git`` or a bare
+layout, whose config (programs git runs) any command may have written.
 
 ``programs_run`` lists what a command would run, looking through wrappers (``env``,
 ``command``, ``timeout``...), absolute paths (``/bin/rm``), ``bash -c STRING`` (the string is
@@ -159,6 +161,25 @@ def _follow_escape(words: Sequence[Word], inside: Callable[[str], bool], root: P
     return None
 
 
+def _writable_repository(dirs: Sequence[Word], root: Path | None) -> str | None:
+    """The git folder git would use from the ``-C`` folders ``dirs`` when commands can write
+    it, so that its config may name programs git runs (diff.external, a filter, an
+    fsmonitor): a nested ``sub/.git`` or a bare layout (HEAD, objects/, refs/) in the
+    workspace. Only the workspace's own .git is kept read-only for commands (``sandbox``)."""
+    if root is None:
+        return None
+    folder = Path(os.path.realpath(root.joinpath(*(w.text or "" for w in dirs))))
+    while folder.is_relative_to(root):
+        if os.path.lexists(folder / ".git"):
+            return None if folder == root else str((folder / ".git").relative_to(root))
+        if (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir():
+            return str(folder.relative_to(root))
+        if folder == root:
+            break
+        folder = folder.parent
+    return None
+
+
 # --- the allowlist --------------------------------------------------------------------------
 
 def _git(words: tuple[Word, ...]) -> tuple[Program | None, str, int, str | None]:
@@ -204,6 +225,10 @@ def _judge(cmd: SimpleCommand, words: tuple[str, ...], assignments: tuple[str, .
         # -C DIR: git works there, so the directory must be inside too.
         dirs = [w for a, w in zip(cmd.words[1:start], cmd.words[2:start]) if a.text == "-C"]
         outside = _first_outside(dirs, Program(), inside, root)
+        repository = None if outside else _writable_repository(dirs, root)
+        if program is not None and repository is not None:
+            return CommandCheck(True, words, False, f"'{repository}' is a git folder commands can write: "
+                                "its config may name programs git runs", assignments, None, None)
     else:
         program, shown, outside = READ_ONLY.get(program_name), program_name, None
     args = cmd.words[start:]
