@@ -115,13 +115,14 @@ _AUTH_HEADER = lazy_compile(
 # --- assignments ------------------------------------------------------------------
 
 # A key names a secret when it ends with one of these words. Short, common words
-# (pass, pwd, auth, api) only count as the whole key or after a separator ("DB_PASS",
-# "DD_API": a Datadog key assigned to a name that says API but not KEY).
+# (pass, pwd, auth, api) only count as the whole key, after a separator ("DB_PASS",
+# "DD_API": a Datadog key assigned to a name that says API but not KEY) or where a capital
+# starts them after a lower-case letter or a digit ("dbPass", "ddApi"; not "COMPASS").
 _SECRET_WORD = (
     r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key"
     r"|private[_\-]?key(?:[_\-]?id)?|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key"
     r"|encryption[_\-]?key|account[_\-]?key|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key"
-    r"|credentials?|(?<![A-Za-z0-9])(?:pass|pwd|auth|creds|api))"
+    r"|credentials?|(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))(?:pass|pwd|auth|creds|api))"
 )
 # Query parameters that carry a credential without naming one: a SAS URL's signature,
 # a pre-signed S3 or GCS URL's signature and session token.

@@ -4,7 +4,9 @@
 (``command_table``) whose every path stays in the workspace, after bash's own expansions:
 globs are expanded in the workspace, ``~``/``~+`` replaced, brace lists and ``~-`` refused
 (a word the check cannot pin down makes the command ask). Option values count as paths
-whether attached (``-oFILE``, ``--opt=FILE``) or apart.
+whether attached (``-oFILE``, ``--opt=FILE``) or apart. Git runs unasked only on the
+workspace's own repository or one above it, never on a nested ``sub/.git`` or a bare
+layout, whose config (programs git runs) any command may have written.
 
 ``programs_run`` lists what a command would run, looking through wrappers (``env``,
 ``command``, ``timeout``...), absolute paths (``/bin/rm``), ``bash -c STRING`` (the string is
@@ -70,7 +72,8 @@ def _tilde(text: str, root: Path | None) -> str | None:
 
 def expand(word: Word, root: Path | None) -> list[str] | None:
     """The paths ``word`` becomes after bash's expansions, or None when they cannot be
-    known here (a brace list, ``~-``, a glob that could match ``..``, too many matches)."""
+    known here (a brace list, ``~-``, a glob that could match ``..``, too many matches) or
+    are not only paths (a glob matching a file named like an option, ``--pre=bash``)."""
     if word.text is None or word.brace or word.inner_tilde:
         return None
     text, pattern = word.text, word.pattern
@@ -92,6 +95,8 @@ def expand(word: Word, root: Path | None) -> list[str] | None:
     matches = list(itertools.islice(glob.iglob(pattern, root_dir=root), MAX_GLOB_MATCHES + 1))
     if len(matches) > MAX_GLOB_MATCHES:
         return None
+    if any(m.startswith("-") for m in matches):
+        return None  # bash hands it over as a word, and the program reads it as an option (--pre=bash)
     return matches or [text]  # no match: bash passes the word as it is
 
 
@@ -156,6 +161,25 @@ def _follow_escape(words: Sequence[Word], inside: Callable[[str], bool], root: P
     return None
 
 
+def _writable_repository(dirs: Sequence[Word], root: Path | None) -> str | None:
+    """The git folder git would use from the ``-C`` folders ``dirs`` when commands can write
+    it, so that its config may name programs git runs (diff.external, a filter, an
+    fsmonitor): a nested ``sub/.git`` or a bare layout (HEAD, objects/, refs/) in the
+    workspace. Only the workspace's own .git is kept read-only for commands (``sandbox``)."""
+    if root is None:
+        return None
+    folder = Path(os.path.realpath(root.joinpath(*(w.text or "" for w in dirs))))
+    while folder.is_relative_to(root):
+        if os.path.lexists(folder / ".git"):
+            return None if folder == root else str((folder / ".git").relative_to(root))
+        if (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir():
+            return str(folder.relative_to(root))
+        if folder == root:
+            break
+        folder = folder.parent
+    return None
+
+
 # --- the allowlist --------------------------------------------------------------------------
 
 def _git(words: tuple[Word, ...]) -> tuple[Program | None, str, int, str | None]:
@@ -201,6 +225,10 @@ def _judge(cmd: SimpleCommand, words: tuple[str, ...], assignments: tuple[str, .
         # -C DIR: git works there, so the directory must be inside too.
         dirs = [w for a, w in zip(cmd.words[1:start], cmd.words[2:start]) if a.text == "-C"]
         outside = _first_outside(dirs, Program(), inside, root)
+        repository = None if outside else _writable_repository(dirs, root)
+        if program is not None and repository is not None:
+            return CommandCheck(True, words, False, f"'{repository}' is a git folder commands can write: "
+                                "its config may name programs git runs", assignments, None, None)
     else:
         program, shown, outside = READ_ONLY.get(program_name), program_name, None
     args = cmd.words[start:]

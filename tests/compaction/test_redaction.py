@@ -154,6 +154,11 @@ REDACT_CASES = [
     ("api name quoted", 'export DD_API="0123456789abcdef0123456789abcdef"', f'export DD_API="{R}"'),
     ("api name yaml", "dd-api: 0123456789abcdef0123456789abcdef", f"dd-api: {R}"),
     ("api name json", '{"dd_api": "0123456789abcdef0123456789abcdef"}', f'{{"dd_api": "{R}"}}'),
+    # The same words where a capital starts them: camelCase names in JS and YAML configs.
+    ("api name camel", '{"ddApi": "0123456789abcdef0123456789abcdef"}', f'{{"ddApi": "{R}"}}'),
+    ("pass name camel", "dbPass: 0123456789abcdef0123456789abcdef", f"dbPass: {R}"),
+    ("auth name camel", "const serviceAuth = '0123456789abcdef0123456789abcdef'", f"const serviceAuth = '{R}'"),
+    ("pwd name camel", f"mysqlPwd={PASSWORD2}", f"mysqlPwd={R}"),
 ]
 
 
@@ -233,6 +238,7 @@ KEEP_CASES = [
     "api: v1",
     'API = "rest"',
     "API_URL=https://example.com/v1",
+    "rapidApi: v2", "isAuth: true", "requireAuth = false", "compass: north",  # camelCase keeps its bounds
     "",
 ]
 

@@ -84,6 +84,29 @@ def test_finding1_options_that_run_programs_are_banned_in_every_spelling(layout,
     assert decision.action is Q and request.command_check.banned == banned
 
 
+@pytest.mark.parametrize("command,planted", [
+    ("rg touch *h", "--pre=bash"),  # rg --pre=bash runs every file it searches as a script
+    ("find *e -name x", "-delete"),  # find takes -delete as its action: the workspace goes
+    ("grep -r touch [-x]*", "--pre=bash"),
+])
+def test_finding1_a_glob_that_matches_a_file_named_like_an_option_asks(layout, tmp_path, command, planted):
+    """Bash hands a glob's matches to the program as words, and one that starts with '-' is an
+    option to it: a file the model wrote in auto-edit, named ``--pre=bash``, made the allowlisted
+    ``rg touch *h`` run ``x.sh``; one named ``-delete`` made ``find *e`` delete the workspace."""
+    workspace, _ = layout
+    marker = tmp_path / "ran"
+    (workspace.root / "x.sh").write_text(f"touch {marker}\n")
+    (workspace.root / planted).write_text("")
+    for mode in (AE, ASK, RO):
+        request, decision = shell(workspace, command, mode)
+        assert decision.action is not A and not request.command_check.read_only, (mode, decision.reason)
+    assert not run_if_allowed(workspace, command, AE)
+    assert not marker.exists() and (workspace.root / "notes.txt").exists()
+    (workspace.root / planted).unlink()
+    _, decision = shell(workspace, command, AE)  # the same glob over ordinary names runs
+    assert decision.action is A, decision.reason
+
+
 # --- 2. reads outside the workspace in read-only mode --------------------------------------
 
 @pytest.mark.parametrize("command", [
@@ -167,6 +190,40 @@ def test_finding3_git_names_in_nfd_and_nfc_are_one_name(layout):
     (workspace.root / f"caf{decomposed}").mkdir()
     assert edit(workspace, f"caf{decomposed}/x").action is A  # an ordinary name stays writable
     assert edit(workspace, ".git\u200d/config").action is Q
+
+
+def test_finding3_git_asks_in_a_repository_whose_git_folder_commands_can_write(layout, tmp_path):
+    """Only the workspace's own .git is bound read-only for commands: a nested repository's
+    (sub/.git) and a bare layout's config are writable by any command the user let run, and
+    `git diff` runs the diff.external such a config names. Git on one of those asks."""
+    workspace, _ = layout
+    marker = tmp_path / "external-diff-ran"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=workspace.root, check=True)
+    sub = workspace.root / "sub"
+    sub.mkdir()
+    (sub / "f.txt").write_text("one\n")
+    subprocess.run(["git", "init", "-q"], cwd=sub, check=True)
+    subprocess.run([*git, "add", "f.txt"], cwd=sub, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=sub, check=True)
+    subprocess.run(["git", "config", "diff.external", f"touch {marker}; true"], cwd=sub, check=True)
+    (sub / "f.txt").write_text("two\n")
+    (workspace.root / "src" / "deep").mkdir(parents=True)
+    for command in ("git -C sub diff", "git -C sub/ status", "git -C sub log -p"):
+        for mode in (RO, AE):
+            _, decision = shell(workspace, command, mode)
+            assert decision.action is not A and "sub" in decision.reason, (command, decision.reason)
+        assert not run_if_allowed(workspace, command, AE)
+    assert not marker.exists()
+    bare = workspace.root / "lib"
+    for folder in ("objects", "refs"):
+        (bare / folder).mkdir(parents=True)
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    _, decision = shell(workspace, "git -C lib log", AE)
+    assert decision.action is Q, decision.reason
+    for command in ("git status", "git -C src/deep status", "git log --oneline", "git -C . diff"):
+        _, decision = shell(workspace, command, AE)  # the workspace's own repository: as before
+        assert decision.action is A, (command, decision.reason)
 
 
 # --- 4. the app's own files and editor/direnv files ------------------------------------

@@ -118,6 +118,48 @@ def test_tcp_to_a_listening_socket_fails(box, listener):
         listener.accept()  # nothing got through
 
 
+def test_tcp_fails_with_landlock_alone(tmp_path, monkeypatch, listener):
+    """Two layers stop TCP: Landlock's connect rule (ABI 4) and the seccomp socket filter.
+    With the filter taken out, Landlock alone still refuses the connection."""
+    import sys
+
+    from hermes_tui.tools.sandbox.landlock import abi_version
+
+    require_sandbox()
+    if abi_version() < 4:
+        pytest.skip("Landlock before ABI 4 has no TCP rules: the socket filter alone stops TCP")
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path / "hermes-tui-home"))
+    box = Layout(tmp_path, Mode.AUTO_EDIT)
+    policy = policy_for(Mode.AUTO_EDIT, box.ws.resolve(), box.tmp, env=box.env)
+    code = ("import sys; import hermes_tui.tools.sandbox.landlock as l; l._deny_sockets = lambda: None; "
+            "from hermes_tui.tools.sandbox.launch import main; sys.exit(main())")
+    port = listener.getsockname()[1]
+    py = (f"import socket; s = socket.socket(); print('SOCKET'); s.settimeout(2); "
+          f"s.connect(('127.0.0.1', {port})); print('CONNECTED')")
+    out = subprocess.run([sys.executable, "-c", code, policy.to_json(), "--", sys.executable, "-c", py],
+                         cwd=box.ws, env=box.env, capture_output=True, text=True, timeout=60)
+    assert "SOCKET" in out.stdout and "CONNECTED" not in out.stdout, (out.stdout, out.stderr)
+    with pytest.raises(TimeoutError):
+        listener.accept()
+
+
+def test_an_ssh_key_stays_hidden_when_the_workspace_is_home(tmp_path, monkeypatch):
+    """Started in the home folder, the workspace is home: its .ssh is neither read nor written."""
+    require_sandbox()
+    monkeypatch.setenv("HERMES_TUI_HOME", str(tmp_path / "hermes-tui-home"))
+    layout = Layout(tmp_path, Mode.AUTO_EDIT)
+    home = layout.home.resolve()
+    for mode in (Mode.READ_ONLY, Mode.AUTO_EDIT):
+        context = ToolContext(workspace=Workspace(home), shell_env=layout.env,
+                              sandbox=Sandbox(mode, home, str(layout.tmp)))
+        command = "cat notes.txt; cat .ssh/id_rsa; echo x >> .ssh/id_rsa; echo y > .ssh/planted"
+        result = builtin_registry().dispatch("run_shell", json.dumps({"command": command}), context)
+        assert "home notes" in result.content, result.content  # the rest of home is the workspace
+        assert KEY not in result.content and "Permission denied" in result.content
+        assert (home / ".ssh" / "id_rsa").read_text() == KEY + "\n"
+        assert not (home / ".ssh" / "planted").exists()
+
+
 def test_udp_and_unix_sockets_fail(box, tmp_path):
     py = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9)); print('SENT')"
     result = box.run(f"python3 -c \"{py}\"")
@@ -173,13 +215,69 @@ def test_the_workspace_root_of_a_git_repository_stays_writable(box):
 def test_a_workspace_without_git_keeps_a_writable_root(box):
     """A .git that does not exist cannot be bound read-only, and keeping it out with Landlock
     would cost the root its entries: such a workspace's root stays writable (documented:
-    a command there can create a .git; the approval rules decide whether it runs)."""
+    a command there can create a .git, whose fsmonitor and hooks no later git runs: see
+    test_a_repository_a_command_made_runs_nothing_under_an_allowlisted_git)."""
     import shutil
 
     shutil.rmtree(box.ws / ".git")
     result = box.run("touch new-top-level.txt && echo more >> a.txt && echo ok")
     assert (result.exit_code == 0) == (box.mode is not Mode.READ_ONLY), result.content
     assert (box.ws / "new-top-level.txt").exists() == (box.mode is not Mode.READ_ONLY)
+
+
+@pytest.mark.parametrize("where", ["a workspace that is not a repository", "a repository nested in the workspace"])
+def test_a_repository_a_command_made_runs_nothing_under_an_allowlisted_git(box, where):
+    """The sandbox cannot keep a command from making a git repository where none is bound
+    read-only (a workspace's missing .git, or sub/.git anywhere): Landlock rules name
+    existing files. A command the user let run (or one a test script ran) made one whose
+    fsmonitor and post-index-change hook plant a marker; the allowlisted `git status` that
+    runs unasked afterwards ran both. Every confined command's git now ignores a
+    repository's fsmonitor and hooks."""
+    import shutil
+
+    from hermes_tui.tools import build_request, decide
+
+    if box.mode is Mode.READ_ONLY:
+        pytest.skip("read-only commands cannot make a repository")
+    fsmonitor, hook = box.tmp / "fsmonitor-ran", box.tmp / "hook-ran"
+    if where.startswith("a workspace"):
+        shutil.rmtree(box.ws / ".git")
+        repo, status = ".", "git status --short"
+    else:
+        (box.ws / "sub").mkdir()
+        (box.ws / "sub" / "b.txt").write_text("nested\n")
+        repo, status = "sub", "git -C sub status --short"
+    made = box.run(
+        f"git init -q {repo} && cd {repo} && git config core.fsmonitor 'touch {fsmonitor}; false' && "
+        f"printf '#!/bin/sh\\ntouch {hook}\\n' > .git/hooks/post-index-change && "
+        "chmod +x .git/hooks/post-index-change && git add . && touch -d 2001-01-01 * && echo made")
+    assert "made" in made.content, made.content
+    request = build_request(builtin_registry().get("run_shell"), {"command": status}, box.context.workspace)
+    # At the workspace's root it runs unasked; in a nested repository it asks (the allowlist
+    # knows commands can write there), and if the user lets it run, the same holds.
+    expected = "allow" if repo == "." else "ask"
+    assert decide(request, mode=box.mode).action.value == expected
+    result = box.run(status)
+    assert result.exit_code == 0, result.content
+    assert not fsmonitor.exists() and not hook.exists()
+
+
+def test_git_ignores_fsmonitor_and_hooks_even_where_no_sandbox_confines(tmp_path, monkeypatch):
+    """Without a sandbox an allowlisted git would run a planted fsmonitor unconfined: the
+    settings go with every command but in full mode, sandbox or not."""
+    from hermes_tui.tools.sandbox import support
+
+    monkeypatch.setattr(support, "available", lambda: support.SandboxSupport(False, "none", "test"))
+    env = {"PATH": os.environ["PATH"], "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.name",
+           "GIT_CONFIG_VALUE_0": "kept"}
+    for mode in (Mode.READ_ONLY, Mode.ASK, Mode.AUTO_EDIT):
+        argv, got = Sandbox(mode, tmp_path, str(tmp_path)).wrap(["git", "status"], env)
+        assert argv == ["git", "status"]
+        out = subprocess.run(["git", "config", "--get-regexp", "^(core\\.fsmonitor|core\\.hookspath|user\\.name)$"],
+                             env=got, cwd=tmp_path, capture_output=True, text=True)
+        assert out.stdout.splitlines() == ["user.name kept", "core.fsmonitor false", "core.hookspath /dev/null"]
+    _, got = Sandbox(Mode.FULL, tmp_path, str(tmp_path)).wrap(["git", "status"], env)
+    assert got == env
 
 
 def test_stop_still_kills_the_group(box):

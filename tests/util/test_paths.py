@@ -102,6 +102,26 @@ def test_ensure_dir_keeps_existing_permissions(tmp_path):
     assert (target.stat().st_mode & 0o777) == 0o755
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_a_file_of_ours_is_private_from_its_first_byte(tmp_path, umask):
+    """Created 0600 (not made so by a chmod after it): between the two, the log or the index
+    would already be readable by others, and SQLite may write into it before then."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        created = paths.create_private(tmp_path / "state.db")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(created.stat().st_mode) == 0o600
+    shared = tmp_path / "theirs.txt"
+    shared.write_text("x")
+    shared.chmod(0o644)
+    paths.create_private(shared)  # one already there is left as it is (make_private's work)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644
+
+
 def test_ensure_dir_on_a_file_fails(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

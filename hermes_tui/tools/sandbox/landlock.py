@@ -19,8 +19,9 @@ What Landlock can and cannot say, and how the policy is fitted to it:
   the files already there, and do anything in the folders below. A protected path that
   does not exist (the ``.git`` of a workspace that is not a repository) cannot be bound,
   and walking around it would cost every such workspace its root's entries: it is not
-  protected, and a command there can create a ``.git`` (the approval rules still decide
-  whether such a command runs). The same walk hides paths inside a readable folder
+  protected, and a command there can create a ``.git`` (as one can a ``sub/.git``
+  anywhere); git run by a later command ignores its fsmonitor and hooks
+  (``support.GIT_SETTINGS``). The same walk hides paths inside a readable folder
   (``/etc/shadow``; a tool prefix's ``credentials.toml``).
 - Symlinks met on that walk get no rule (a rule on one would land on its target).
 - TCP bind/connect are denied from ABI 4; other sockets (UDP, unix sockets: a Docker or

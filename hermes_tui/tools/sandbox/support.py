@@ -4,8 +4,8 @@
 does; the app tells the user when none does, and then asks before every command that is
 not on the allowlist (``session.agent``). ``Sandbox`` is what a tool context carries: the
 mode it was made in, the workspace and the session's private temp dir; ``wrap`` turns a
-command's argv and environment into the confined ones (unchanged in full mode, or where
-there is no sandbox).
+command's argv and environment into the confined ones (unchanged in full mode; where there
+is no sandbox, only git's ``GIT_SETTINGS`` are added).
 """
 
 from __future__ import annotations
@@ -32,6 +32,26 @@ _LAUNCH = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
            "from hermes_tui.tools.sandbox.launch import main; sys.exit(main())")
 
 TMP_VARS = ("TMPDIR", "TMP", "TEMP", "TEMPDIR")
+
+# What git, run by any command but in full mode, takes from no repository: its fsmonitor and
+# its hooks, programs an allowlisted `git status` would run unasked. The sandbox cannot keep a
+# command from making a repository where none is bound read-only (a workspace's missing
+# .git, sub/.git anywhere: Landlock rules name existing files), so a command the user let run
+# could plant one. Given as GIT_CONFIG_COUNT/KEY/VALUE (git 2.31+), which outrank every config
+# file, after any the environment already holds; where no sandbox is available too.
+GIT_SETTINGS = (("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"))
+
+
+def git_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that add ``GIT_SETTINGS`` to the ``git -c`` settings ``env`` holds."""
+    try:
+        count = max(int(env.get("GIT_CONFIG_COUNT", "0")), 0)
+    except ValueError:
+        count = 0  # git refuses a bad count: ours replace it
+    out = {"GIT_CONFIG_COUNT": str(count + len(GIT_SETTINGS))}
+    for i, (key, value) in enumerate(GIT_SETTINGS, start=count):
+        out[f"GIT_CONFIG_KEY_{i}"], out[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return out
 
 
 @dataclass(frozen=True)
@@ -81,12 +101,15 @@ class Sandbox:
     def wrap(self, argv: list[str], env: Mapping[str, str], *, read_only: bool = False,
              extra_read: Sequence[str | Path] = ()) -> tuple[list[str], dict[str, str]]:
         """``argv`` and ``env`` as the command runs them: through the launcher (Linux) or
-        ``sandbox-exec`` (macOS), with TMPDIR the session's; unchanged in full mode or where
-        no sandbox is available."""
+        ``sandbox-exec`` (macOS), with TMPDIR the session's; unchanged in full mode; where no
+        sandbox is available, only with ``GIT_SETTINGS`` added."""
         env = dict(env)
         policy = self.policy(env, read_only=read_only, extra_read=extra_read)
+        if policy is None:
+            return argv, env
+        env.update(git_settings(env))
         support = available()
-        if policy is None or not support.available:
+        if not support.available:
             return argv, env
         env.update(dict.fromkeys(TMP_VARS, policy.tmpdir))
         program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
