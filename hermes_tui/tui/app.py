@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -357,38 +358,19 @@ class HermesApp(App):
         return changes
 
     # --- other screens ----------------------------------------------------------------------
+    # Built anew at each opening from the app's state of the moment (the config path, the chat's
+    # tools), so not installed by name in Textual's SCREENS: an installed screen is built once and
+    # kept for the app's lifetime, and a second /settings would show the first one's form.
     def open_tool_screen(self, name: str) -> None:
-        screen = self._tool_screen(name)
+        make = TOOL_SCREENS.get(name)
+        screen = make(self) if make is not None else None
         if screen is None:
             self.notify(f"The {name} screen is not part of this build yet.", title=f"/{name}", severity="warning")
             return
-        if name in ("settings", "models"):
-            # Both dismiss with the new Config when they changed it (models: a model set as
-            # the chat or compression model): new clients, as after settings.
+        if name in RETURN_CONFIG:
             self.push_screen(screen, lambda config: self.reconfigure(config) if config is not None else None)
         else:
             self.push_screen(screen)
-
-    def _tool_screen(self, name: str) -> Screen | None:
-        if name == "settings":
-            from hermes_tui.tui.screens.settings import SettingsScreen
-
-            return SettingsScreen(self.config_path)
-        if name == "models":
-            from hermes_tui.tui.screens.models import ModelsScreen
-
-            return ModelsScreen(self.config_path)
-        if name == "tools":
-            from hermes_tui.tui.screens.tools import ToolsScreen
-
-            screen = self.chat_screen
-            tools = self.tools_for(screen.session) if screen is not None else None
-            return ToolsScreen(tools) if tools is not None else None
-        if name == "bench":
-            from hermes_tui.tui.screens.bench import BenchScreen
-
-            return BenchScreen(config_path=self.config_path)  # runs are saved in self.store
-        return None
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -422,3 +404,43 @@ class HermesApp(App):
         screen = self.chat_screen
         if screen is not None:
             screen.run_slash(text)
+
+
+# --- the screens a slash command opens by name ----------------------------------------------
+# Each screen's module is imported when it is first opened: most runs never show it.
+def _settings_screen(app: HermesApp) -> Screen:
+    from hermes_tui.tui.screens.settings import SettingsScreen
+
+    return SettingsScreen(app.config_path)
+
+
+def _models_screen(app: HermesApp) -> Screen:
+    from hermes_tui.tui.screens.models import ModelsScreen
+
+    return ModelsScreen(app.config_path)
+
+
+def _tools_screen(app: HermesApp) -> Screen | None:
+    """None without a chat or with no tools for it (the workspace is not a folder)."""
+    from hermes_tui.tui.screens.tools import ToolsScreen
+
+    screen = app.chat_screen
+    tools = app.tools_for(screen.session) if screen is not None else None
+    return ToolsScreen(tools) if tools is not None else None
+
+
+def _bench_screen(app: HermesApp) -> Screen:
+    from hermes_tui.tui.screens.bench import BenchScreen
+
+    return BenchScreen(config_path=app.config_path)  # runs are saved in app.store
+
+
+TOOL_SCREENS: dict[str, Callable[[HermesApp], Screen | None]] = {
+    "settings": _settings_screen,
+    "models": _models_screen,
+    "tools": _tools_screen,
+    "bench": _bench_screen,
+}
+# Both dismiss with the new Config when they changed it (models: a model set as the chat or
+# compression model): new clients, as after settings.
+RETURN_CONFIG = frozenset({"settings", "models"})
