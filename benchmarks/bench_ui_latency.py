@@ -340,7 +340,7 @@ class Typist(threading.Thread):
         while self.during_pass() < self.keys:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"only {self.during_pass()} keypresses during a pass in {self.deadline_s:.0f} s")
-            if typed >= BATCH and not screen.pass_queue.waiting and not screen.replying:
+            if typed >= BATCH and not screen.passes.queue.waiting and not screen.replying:
                 # Nothing lined up behind the running pass: send what was typed. Its reply
                 # completes a turn, and that turn's pass queues behind the running one.
                 self._enter()

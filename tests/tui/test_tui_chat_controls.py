@@ -87,7 +87,7 @@ async def test_escape_stops_a_streaming_reply_and_keeps_what_arrived(config, db_
             assert session.turns_completed == 0 and session.compactor.state.passes_total == 0
             # The request's cap (LONG) is past the 1,024-token window, so before the call the agent
             # loop asked for batch compaction, which had nothing to absorb yet.
-            assert screen.last_outcome in (None, "nothing_to_absorb")
+            assert screen.passes.last_outcome in (None, "nothing_to_absorb")
             stored = store.load_active(session.info.id)
             assert [(m.id, m.content, m.meta.get("stopped")) for m in stored][-1] == (reply.id, reply.content, True)
             session_id = session.info.id
@@ -108,7 +108,7 @@ async def test_escape_stops_a_streaming_reply_and_keeps_what_arrived(config, db_
             last = screen.session.conv.messages[-1]
             assert "stopped" not in last.meta and last.meta["usage"]["completion_tokens"] == REPLY
             assert not replies(screen)[-1].has_class("-stopped")
-            assert screen.last_outcome is not None  # this turn completed: its pass ran
+            assert screen.passes.last_outcome is not None  # this turn completed: its pass ran
 
 
 def footer_keys(screen: ChatScreen) -> list[str]:
@@ -328,7 +328,7 @@ async def test_settings_saved_during_a_pass_apply_once_it_lands(config, store, h
             assert any("once the reply and the passes in flight" in n.message for n in app._notifications)
             assert load_config(path).model.max_tokens == 5  # saved at once, applied later
             await pilot.pause(0.3)
-            assert app.screen is first and app.chat is old_chat and first.compaction  # still waiting
+            assert app.screen is first and app.chat is old_chat and first.passes.running  # still waiting
 
             gated.gate.set()
             await until(pilot, lambda: app.screen is not first and isinstance(app.screen, ChatScreen), "the new clients")

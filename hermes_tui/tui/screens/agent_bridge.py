@@ -22,7 +22,6 @@ from hermes_tui.core.transcript import Message
 from hermes_tui.session.agent import AgentListener, AgentResult, Answer
 from hermes_tui.session.fit import RequestSize
 from hermes_tui.session.passes import MICRO
-from hermes_tui.session.session import Session
 from hermes_tui.tools.approval import ApprovalRequest
 from hermes_tui.tools.base import ToolResult
 from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting
@@ -133,20 +132,6 @@ class PassRequested(UIMessage):
     def __init__(self, kind: str, passes: ScreenPasses):
         super().__init__()
         self.kind, self.passes = kind, passes
-
-
-class PassLanded(UIMessage):
-    def __init__(self, session: Session, kind: str, report: PassReport | None, manual: bool):
-        super().__init__()
-        self.session, self.kind, self.report, self.manual = session, kind, report, manual
-
-
-class TrimLanded(UIMessage):
-    """The trim stage landed ahead of the passes still running (``Session.on_trim_landed``)."""
-
-    def __init__(self, session: Session, report: PassReport):
-        super().__init__()
-        self.session, self.report = session, report
 
 
 # --- the bridge -------------------------------------------------------------------------

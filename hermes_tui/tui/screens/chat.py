@@ -29,7 +29,6 @@ from textual.widgets import Static
 from hermes_tui.chat.client import ChatError
 from hermes_tui.core.transcript import Message
 from hermes_tui.session.agent import MAX_STEPS, STOPPED, AgentTurn, Tools
-from hermes_tui.session.pass_queue import PassQueue
 from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
 from hermes_tui.tui.heap import settle_heap
@@ -39,6 +38,7 @@ from hermes_tui.tui.screens.agent_bridge import (
     CallFinished,
     CallStarted,
     ModalAsk,
+    PassRequested,
     ReplyDelta,
     ScreenListener,
     ScreenPasses,
@@ -51,7 +51,7 @@ from hermes_tui.tui.screens.agent_bridge import (
 )
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat_commands import KEYS, SlashCommandsMixin
-from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, CompactionMixin
+from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, PassLanded, PassRunner, TrimLanded
 from hermes_tui.tui.screens.chat_fit import GuardNotesMixin
 from hermes_tui.tui.screens.chat_host import ChatHost
 from hermes_tui.tui.widgets.composer import Composer
@@ -88,7 +88,7 @@ class ArchivedLoaded(UIMessage):
 # --- the screen -------------------------------------------------------------------------
 
 
-class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
+class ChatScreen(SlashCommandsMixin, GuardNotesMixin, Screen):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
@@ -106,10 +106,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         self._cancel: threading.Event | None = None
         self._got_text = False
         self._outbox: deque[tuple[str, UserMessage]] = deque()
-        self.compaction: str | None = None          # PASS or BATCH while one runs
-        self.pass_queue = PassQueue(session.after_splice)  # the passes waiting, and the rules
-        self.last_outcome: str | None = None
-        self._failure_shown: str | None = None
+        self.passes = PassRunner(session, self)  # compaction in the background, one pass at a time
         self._spinner: Timer | None = None
         self.tools: Tools | None = None
         self.tools_available: bool | None = None  # whether the chat model takes tools (None: not known yet)
@@ -126,7 +123,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     @property
     def busy(self) -> bool:
         """A turn or a pass is in flight, or one is queued."""
-        return bool(self.replying or self.compaction or self._outbox or not self.pass_queue.idle)
+        return bool(self.replying or self._outbox or self.passes.busy)
 
     def compose(self) -> ComposeResult:
         yield MessageList(id="messages")
@@ -171,7 +168,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         usage = self.session.usage()
         runtime = getattr(self.session.chat, "runtime", None)
         waiting = bool(
-            self.replying and not self._got_text and self.compaction
+            self.replying and not self._got_text and self.passes.running
             and runtime is not None and getattr(runtime, "waiting", 0) > 0
         )
         if self.tools is None:
@@ -185,10 +182,10 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
             occupancy_pct=usage["occupancy_pct"],
             passes=usage["passes"],
             tokens_saved=usage["tokens_saved"],
-            activity=self.compaction or (BATCH if self._guard_compacting else ""),
+            activity=self.passes.running or (BATCH if self._guard_compacting else ""),
             waiting=waiting,
             replying=self.replying,
-            last_outcome=self.last_outcome,
+            last_outcome=self.passes.last_outcome,
             mode=mode,
             step=self.step if self.replying else None,
             max_steps=self.hermes.config.agent.max_steps,
@@ -198,7 +195,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         bar = self.query_one(StatusBar)
         bar.show(self.status_info())
         if self._spinner is not None:
-            if self.replying or self.compaction or self._guard_compacting:
+            if self.replying or self.passes.running or self._guard_compacting:
                 self._spinner.resume()
             else:
                 self._spinner.pause()
@@ -262,7 +259,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
             self.session, self.tools, ask=ModalAsk(self.app, cancel, ApprovalScreen),
             listener=ScreenListener(self.post_message), max_steps=self.hermes.config.agent.max_steps,
             max_tokens=self.hermes.reply_tokens,
-            passes=ScreenPasses(self.post_message, self.compaction_idle, cancel),  # type: ignore[arg-type]
+            passes=ScreenPasses(self.post_message, self.passes.idle, cancel),  # type: ignore[arg-type]
         )
         self._turn_worker(turn, text, cancel)
 
@@ -405,6 +402,19 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     async def action_earlier(self) -> None:
         """Show the older messages waiting above the list's first view, from their top."""
         await self.messages.show_earlier(keep_position=False)
+
+    # --- compaction ------------------------------------------------------------------------
+    @on(PassRequested)
+    def _pass_requested(self, event: PassRequested) -> None:
+        self.passes.requested(event)
+
+    @on(TrimLanded)
+    async def _trim_landed(self, event: TrimLanded) -> None:
+        await self.passes.trim_landed(event)
+
+    @on(PassLanded)
+    async def _pass_landed(self, event: PassLanded) -> None:
+        await self.passes.landed(event)
 
     # --- the archive behind a marker --------------------------------------------------------
     @on(MarkerMessage.ShowArchived)

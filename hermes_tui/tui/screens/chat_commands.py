@@ -21,6 +21,7 @@ from hermes_tui.util.logs import get_logger
 if TYPE_CHECKING:
     from hermes_tui.session.agent import Tools
     from hermes_tui.session.session import Session
+    from hermes_tui.tui.screens.chat_compaction import PassRunner
     from hermes_tui.tui.screens.chat_host import ChatHost
     from hermes_tui.tui.widgets.message_views import InfoNote
 
@@ -54,12 +55,11 @@ MODE_HELP = {
 class SlashCommandsMixin:
     session: Session
     tools: Tools | None
-    last_outcome: str | None
+    passes: PassRunner
     busy: bool
     app: Any
     hermes: ChatHost
     refresh_status: Callable[[], None]
-    request_compaction: Callable[..., None]
 
     async def note(self, text: str, *, title: str = "", severity: str = "information",
                    markdown: bool = False) -> InfoNote: ...
@@ -104,7 +104,7 @@ class SlashCommandsMixin:
 
     def slash_compact(self, arg: str) -> None:
         # The status bar shows it running; a note says what it did when it lands.
-        self.request_compaction(PassRequest(BATCH, focus=arg or None, manual=True))
+        self.passes.request(PassRequest(BATCH, focus=arg or None, manual=True))
 
     async def slash_usage(self, arg: str) -> None:
         u = self.session.usage()
@@ -130,7 +130,7 @@ class SlashCommandsMixin:
     def _last_pass_text(self, outcome: str | None) -> str:
         last = self.session.last_pass
         detail = last.detail if last is not None else None
-        return f"{outcome}: {detail}" if outcome and detail else outcome or self.last_outcome or "–"
+        return f"{outcome}: {detail}" if outcome and detail else outcome or self.passes.last_outcome or "–"
 
     async def slash_summary(self, arg: str) -> None:
         summary = self.session.compactor.rolling_summary

@@ -39,7 +39,7 @@ class GuardNotesMixin:
     async def on_guard_compacted(self, event: GuardCompacted) -> None:
         self._guard_compacting = False
         report = event.report
-        self.last_outcome = report.outcome if report is not None else "error"
+        self.passes.record(report)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.sync(messages)
