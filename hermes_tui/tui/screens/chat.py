@@ -52,7 +52,7 @@ from hermes_tui.tui.screens.agent_bridge import (
 from hermes_tui.tui.screens.approval import ApprovalScreen
 from hermes_tui.tui.screens.chat_commands import KEYS, SlashCommandsMixin
 from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, PassLanded, PassRunner, TrimLanded
-from hermes_tui.tui.screens.chat_fit import GuardNotesMixin
+from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting, GuardNotes
 from hermes_tui.tui.screens.chat_host import ChatHost
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
@@ -88,7 +88,7 @@ class ArchivedLoaded(UIMessage):
 # --- the screen -------------------------------------------------------------------------
 
 
-class ChatScreen(SlashCommandsMixin, GuardNotesMixin, Screen):
+class ChatScreen(SlashCommandsMixin, Screen):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
@@ -114,7 +114,8 @@ class ChatScreen(SlashCommandsMixin, GuardNotesMixin, Screen):
         self._user_view: UserMessage | None = None
         self._reply_view: AssistantMessage | None = None  # the current step's reply
         self._running_call: ToolCallView | None = None
-        self._guard_compacting = False  # the guard compacts before the reply's request
+        # The guard before each model request: its compaction in the status bar, its notes.
+        self.guard = GuardNotes(session, self, reply_view=lambda: self._reply_view, record=self.passes.record)
 
     @property
     def hermes(self) -> ChatHost:
@@ -182,7 +183,7 @@ class ChatScreen(SlashCommandsMixin, GuardNotesMixin, Screen):
             occupancy_pct=usage["occupancy_pct"],
             passes=usage["passes"],
             tokens_saved=usage["tokens_saved"],
-            activity=self.passes.running or (BATCH if self._guard_compacting else ""),
+            activity=self.passes.running or (BATCH if self.guard.compacting else ""),
             waiting=waiting,
             replying=self.replying,
             last_outcome=self.passes.last_outcome,
@@ -195,7 +196,7 @@ class ChatScreen(SlashCommandsMixin, GuardNotesMixin, Screen):
         bar = self.query_one(StatusBar)
         bar.show(self.status_info())
         if self._spinner is not None:
-            if self.replying or self.passes.running or self._guard_compacting:
+            if self.replying or self.passes.running or self.guard.compacting:
                 self._spinner.resume()
             else:
                 self._spinner.pause()
@@ -415,6 +416,14 @@ class ChatScreen(SlashCommandsMixin, GuardNotesMixin, Screen):
     @on(PassLanded)
     async def _pass_landed(self, event: PassLanded) -> None:
         await self.passes.landed(event)
+
+    @on(GuardCompacting)
+    async def _guard_compacting(self, event: GuardCompacting) -> None:
+        await self.guard.began(event)
+
+    @on(GuardCompacted)
+    async def _guard_compacted(self, event: GuardCompacted) -> None:
+        await self.guard.ended(event)
 
     # --- the archive behind a marker --------------------------------------------------------
     @on(MarkerMessage.ShowArchived)
