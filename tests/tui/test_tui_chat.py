@@ -116,7 +116,7 @@ async def test_the_input_stays_live_while_a_pass_runs_and_the_pass_lands(config,
             composer = screen.query_one(Composer)
             assert composer.has_focus and not composer.disabled
             await type_and_send(pilot, "And the second question?")
-            await until(pilot, lambda: not screen.replying and len(screen.session.conv) == len(coding_session()) + 5,
+            await until(pilot, lambda: not screen.turns.replying and len(screen.session.conv) == len(coding_session()) + 5,
                         "the second reply")
             assert screen.passes.running == "pass" and not gated.gate.is_set()
             assert [m.content for m in screen.session.conv.messages if m.role == "user"][-2:] == [
@@ -151,7 +151,7 @@ async def test_a_reply_queued_behind_a_pass_on_the_same_device_says_so(config, s
             await until(pilot, gated.holding.is_set, "the pass to hold the device")
             await type_and_send(pilot, "Second")
             await until(pilot, lambda: "reply waits for it" in label(screen, "activity"), "the waiting notice")
-            assert screen.replying and screen.passes.running == "pass"
+            assert screen.turns.replying and screen.passes.running == "pass"
             gated.gate.set()
             await settle(pilot, screen)
             assert "waits" not in label(screen, "activity")
@@ -299,7 +299,7 @@ async def test_usage_summary_help_and_unknown_commands(config, store):
         assert summary.text == screen.session.compactor.rolling_summary != ""
         assert all(c.usage in help_.text for c in commands.COMMANDS) and "Ctrl+J" in help_.text
         assert unknown.has_class("-warning") and "/nonsense" in unknown.text
-        assert not screen.replying and len(screen.session.conv) == before  # nothing was sent
+        assert not screen.turns.replying and len(screen.session.conv) == before  # nothing was sent
 
 
 @app_test

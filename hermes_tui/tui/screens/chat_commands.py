@@ -19,10 +19,10 @@ from hermes_tui.tui.widgets.text import columns
 from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
-    from hermes_tui.session.agent import Tools
     from hermes_tui.session.session import Session
     from hermes_tui.tui.screens.chat_compaction import PassRunner
     from hermes_tui.tui.screens.chat_host import ChatHost
+    from hermes_tui.tui.screens.chat_turns import TurnController
     from hermes_tui.tui.widgets.message_views import InfoNote
 
 log = get_logger("tui")
@@ -54,7 +54,7 @@ MODE_HELP = {
 
 class SlashCommandsMixin:
     session: Session
-    tools: Tools | None
+    turns: TurnController
     passes: PassRunner
     busy: bool
     app: Any
@@ -195,8 +195,8 @@ class SlashCommandsMixin:
                             severity="warning")
             return
         self.hermes.approval_mode = mode
-        if self.tools is not None:
-            self.tools.mode = mode  # the call after this one is decided in the new mode
+        if self.turns.tools is not None:
+            self.turns.tools.mode = mode  # the call after this one is decided in the new mode
         self.refresh_status()
         warning = " Edits and commands inside the workspace now run without asking." if mode is Mode.FULL else ""
         await self.note(f"Approval mode: {mode.value} ({MODE_HELP[mode]}).{warning}",
