@@ -9,7 +9,8 @@ that do the work, each handed the messages that concern it:
   ``/compact``, in another thread worker, one at a time;
 - ``guard`` (``chat_fit.GuardNotes``): the compaction the guard runs before a request that
   would not fit, in the status bar and in notes;
-- the slash commands (``chat_commands``).
+- the slash commands (``chat_commands``), each handed the session, ``turns``, ``passes`` and
+  the screen.
 
 The composer stays live throughout: a message sent while a pass runs goes straight out; one
 sent while a turn runs waits for it.
@@ -31,6 +32,7 @@ from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
 from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
+from hermes_tui.tui.screens import chat_commands
 from hermes_tui.tui.screens.agent_bridge import (
     CallDelta,
     CallFinished,
@@ -44,7 +46,6 @@ from hermes_tui.tui.screens.agent_bridge import (
     TurnFailed,
     UserStored,
 )
-from hermes_tui.tui.screens.chat_commands import SlashCommandsMixin
 from hermes_tui.tui.screens.chat_compaction import BATCH, PassLanded, PassRunner, TrimLanded
 from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting, GuardNotes
 from hermes_tui.tui.screens.chat_host import ChatHost
@@ -69,7 +70,7 @@ class ArchivedLoaded(UIMessage):
         self.view, self.messages, self.error = view, messages, error
 
 
-class ChatScreen(SlashCommandsMixin, Screen):
+class ChatScreen(Screen):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
@@ -191,6 +192,13 @@ class ChatScreen(SlashCommandsMixin, Screen):
         if self.run_slash(event.text):
             return
         await self.turns.send(event.text)
+
+    def run_slash(self, text: str) -> bool:
+        """Run ``text`` if it is a slash command; False when it is a message to send."""
+        return chat_commands.run(text, chat_commands.CommandContext(self.session, self, self.turns, self.passes))
+
+    def action_slash(self, text: str) -> None:
+        self.run_slash(text)
 
     @on(Composer.Completions)
     def _completions(self, event: Composer.Completions) -> None:

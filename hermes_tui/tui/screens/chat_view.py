@@ -27,6 +27,9 @@ class ChatView(Protocol):
     @property
     def messages(self) -> MessageList: ...  # the conversation's rows
 
+    @property
+    def busy(self) -> bool: ...  # a turn or a pass is in flight, or one is queued
+
     def post_message(self, message: Message) -> bool: ...  # thread-safe: how threads report
 
     def run_worker(self, work: Any, name: str | None = "", group: str = "default", description: str = "",
