@@ -2,10 +2,11 @@
 
 The turn (``session.agent.AgentTurn``) runs in a thread worker. Its listener hooks are
 called from that thread, so ``ScreenListener`` turns each into a message posted to the
-screen (``post_message`` is thread-safe, and the screen handles them in order). The
-``ask`` callback (``ModalAsk``) shows the approval prompt on the event loop and blocks
-only the turn's thread until the user answers. ``ScreenPasses`` hands the passes the
-loop asks for to the screen's compaction (one at a time, shown in the status bar).
+screen (``post_message`` is thread-safe, and the screen handles them in order, handing
+them to its turn controller, ``chat_turns``). The ``ask`` callback (``ModalAsk``) shows the
+approval prompt on the event loop and blocks only the turn's thread until the user answers.
+``ScreenPasses`` hands the passes the loop asks for to the screen's pass runner
+(``chat_compaction``: one at a time, shown in the status bar).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class ScreenListener(AgentListener):
 
 class ScreenPasses:
     """What ``AgentTurn`` asks of its passes (``session.passes.BackgroundPasses``), done by
-    the chat screen's compaction: a pass asked for runs there (when the queue both share,
+    the chat screen's pass runner: a pass asked for runs there (when the queue both share,
     ``session.pass_queue``, says) and is published as soon as it is planned, under the session's lock, so
     there is nothing to publish between model calls. ``settle`` waits for the screen's
     compaction to go idle (the loop asks only when the next request would not fit)."""
