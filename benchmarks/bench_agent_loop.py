@@ -164,7 +164,7 @@ async def drive_keys(args, home: Path) -> list[float]:
             composer.insert("Print numbers")
             await pilot.press("enter")
             deadline = time.monotonic() + 60
-            while screen._running_call is None:
+            while screen.turns.running_call is None:
                 assert time.monotonic() < deadline, "the command never started"
                 await pilot.pause(0.05)
             await pilot.pause(0.5)  # the firehose is up to speed
@@ -179,7 +179,7 @@ async def drive_keys(args, home: Path) -> list[float]:
                         app._driver.process_message(events.Key(ch, ch))
                         if not recorder.edited.wait(10):
                             raise TimeoutError(f"key {ch!r} never reached the composer")
-                        if screen._running_call is None:
+                        if screen.turns.running_call is None:
                             raise RuntimeError("the command ended before the keys were measured")
                         samples.append((recorder.edited_at - started) * 1000)
                         time.sleep(args.interval)

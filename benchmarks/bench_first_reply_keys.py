@@ -60,9 +60,9 @@ class FirstReplyTypist(Typist):
         self.samples.clear()
         sent = time.monotonic()
         self._enter()
-        while not self.screen.replying:  # the turn starts on the UI thread
+        while not self.screen.turns.replying:  # the turn starts on the UI thread
             time.sleep(0.005)
-        while self.screen.replying:
+        while self.screen.turns.replying:
             if time.monotonic() > deadline:
                 raise TimeoutError("the first reply never landed")
             self._press(letters[n % 26])

@@ -340,7 +340,7 @@ class Typist(threading.Thread):
         while self.during_pass() < self.keys:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"only {self.during_pass()} keypresses during a pass in {self.deadline_s:.0f} s")
-            if typed >= BATCH and not screen.pass_queue.waiting and not screen.replying:
+            if typed >= BATCH and not screen.passes.queue.waiting and not screen.turns.replying:
                 # Nothing lined up behind the running pass: send what was typed. Its reply
                 # completes a turn, and that turn's pass queues behind the running one.
                 self._enter()
@@ -359,7 +359,7 @@ class Typist(threading.Thread):
         rec = self.recorder
         rec.arm(ch)
         in_flight, answered = self.server.state()
-        replying = bool(self.screen.replying)
+        replying = bool(self.screen.turns.replying)
         if self.explain_ms is not None:
             # A C watchdog thread: it dumps every thread's stack even while one holds the GIL.
             faulthandler.dump_traceback_later(self.explain_ms / 1000, file=sys.__stderr__)

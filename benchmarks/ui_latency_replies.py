@@ -78,7 +78,7 @@ def reply_typist(base):
             for ch in "start":
                 self._press(ch)
             self._enter()
-            while not self.screen.replying:
+            while not self.screen.turns.replying:
                 if time.monotonic() > deadline:
                     raise TimeoutError("the first reply never started")
                 time.sleep(0.01)
@@ -89,7 +89,7 @@ def reply_typist(base):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"only {self.during()} keypresses while a reply streamed "
                                        f"in {self.deadline_s:.0f} s")
-                if typed >= 3 and not self.screen.replying and not self.screen._outbox:
+                if typed >= 3 and not self.screen.turns.busy:
                     self._enter()  # the next reply starts streaming
                     typed = 0
                 else:

@@ -11,8 +11,8 @@ the first-run screen with the step that fixes it; the conversation stays readabl
 behind it. Details go to the log, never a traceback to the screen.
 
 The MCP servers of ``mcp_servers`` start in the background when the first session
-opens and serve every session of the app (the chat never waits for them); ``McpHost``
-(app_mcp) holds that part.
+opens and serve every session of the app (the chat never waits for them); the app's
+``McpHost`` (app_mcp) holds that part.
 
 Notices (``notify``, from the app and from every screen) are plain text: they quote outside
 text (an MCP server's error, an endpoint's message, a path), so none is read as markup and
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
 from hermes_tui.tools.approval import Mode
-from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpHost
+from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpChanged, McpHost, McpSdkImported
 from hermes_tui.tui.heap import HOLD_LIMIT_S, FullCollections, settle_heap
 from hermes_tui.tui.palette import SlashCommandsProvider
 from hermes_tui.tui.problems import QUIT, first_run_problem
@@ -58,14 +59,13 @@ from hermes_tui.util.terminal_text import visible_controls
 if TYPE_CHECKING:
     from hermes_tui.chat.choices import ModelChoice
     from hermes_tui.session.agent import Tools
-    from hermes_tui.tools.mcp import McpManager
 
 log = get_logger("tui")
 
 NEW_CHAT = ("Start a new chat", "new")
 
 
-class HermesApp(McpHost, App):
+class HermesApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "hermes-tui"
     COMMANDS = App.COMMANDS | {SlashCommandsProvider}
@@ -103,9 +103,6 @@ class HermesApp(McpHost, App):
         self.session_lock = threading.RLock()
         self._problems: list[Exception] = []
         self._import_error: Exception | None = None
-        self.mcp: McpManager | None = None
-        self._tools: dict[str, Tools] = {}  # by session id: "for this session" rules stay with it
-        self._mcp_closing: list[threading.Thread] = []  # the managers of configs left behind, stopping
         # Tools act in ``workspace`` (else agent.workspace, else where the app started); the
         # approval mode starts as agent.approval and /mode changes it for this run.
         self.workspace = workspace
@@ -113,12 +110,13 @@ class HermesApp(McpHost, App):
         self.told_no_tools: set[str] = set()
         self._sessions: list[Session] = []  # every session opened: work may be in flight for one left behind
         self.full_collections = FullCollections()  # the garbage collector's full passes, between keys
+        self.mcp_host = McpHost(self)  # the MCP servers and the tools each session's turns get
 
     # --- start ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._make_clients()
-        self.call_after_refresh(self.start_mcp_soon)  # the servers start after the first frame
-        self.set_interval(MCP_REFRESH_S, self._show_mcp)
+        self.call_after_refresh(self.mcp_host.start_soon)  # the servers start after the first frame
+        self.set_interval(MCP_REFRESH_S, self.mcp_host.show)
         self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
         self.set_timer(HOLD_LIMIT_S, settle_heap)  # the chat screen settles it sooner
         self.full_collections.start()
@@ -229,10 +227,22 @@ class HermesApp(McpHost, App):
             self.exit()
 
     async def on_unmount(self) -> None:
-        # Before ``run`` returns and the store closes; Textual then calls McpMixin.on_unmount
-        # (the servers), as it calls a handler of each class in the MRO.
+        # Before ``run`` returns and the store closes: the turns and passes land first, then
+        # the MCP servers stop and their processes are reaped.
         await stop_work(self, self._sessions)
         self.full_collections.stop()
+        await self.mcp_host.close()
+
+    # --- MCP ----------------------------------------------------------------------------------
+    def on_mcp_sdk_imported(self, event: McpSdkImported) -> None:
+        self.mcp_host.sdk_imported()
+
+    def on_mcp_changed(self, event: McpChanged) -> None:
+        self.mcp_host.changed(event)
+
+    def tools_for(self, session: Session) -> Tools | None:
+        """The tools an agent turn of ``session`` offers (``McpHost.tools_for``)."""
+        return self.mcp_host.tools_for(session)
 
     # --- sessions ---------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, *, title: str = "") -> Session:
@@ -323,9 +333,9 @@ class HermesApp(McpHost, App):
         self.config = config
         self._make_clients()
         if servers_changed:
-            self._update_mcp()
-            self._show_mcp()
-        self._tools.clear()  # the approval mode or limits may have changed
+            self.mcp_host.update()
+            self.mcp_host.show()
+        self.mcp_host.forget_tools()  # the approval mode or limits may have changed
         current = self.chat_screen.session.info.id if self.chat_screen else None
         self.resume(current) if current else self.new_session()
         self._show_problems()
@@ -348,38 +358,19 @@ class HermesApp(McpHost, App):
         return changes
 
     # --- other screens ----------------------------------------------------------------------
+    # Built anew at each opening from the app's state of the moment (the config path, the chat's
+    # tools), so not installed by name in Textual's SCREENS: an installed screen is built once and
+    # kept for the app's lifetime, and a second /settings would show the first one's form.
     def open_tool_screen(self, name: str) -> None:
-        screen = self._tool_screen(name)
+        make = TOOL_SCREENS.get(name)
+        screen = make(self) if make is not None else None
         if screen is None:
             self.notify(f"The {name} screen is not part of this build yet.", title=f"/{name}", severity="warning")
             return
-        if name in ("settings", "models"):
-            # Both dismiss with the new Config when they changed it (models: a model set as
-            # the chat or compression model): new clients, as after settings.
+        if name in RETURN_CONFIG:
             self.push_screen(screen, lambda config: self.reconfigure(config) if config is not None else None)
         else:
             self.push_screen(screen)
-
-    def _tool_screen(self, name: str) -> Screen | None:
-        if name == "settings":
-            from hermes_tui.tui.screens.settings import SettingsScreen
-
-            return SettingsScreen(self.config_path)
-        if name == "models":
-            from hermes_tui.tui.screens.models import ModelsScreen
-
-            return ModelsScreen(self.config_path)
-        if name == "tools":
-            from hermes_tui.tui.screens.tools import ToolsScreen
-
-            screen = self.chat_screen
-            tools = self.tools_for(screen.session) if screen is not None else None
-            return ToolsScreen(tools) if tools is not None else None
-        if name == "bench":
-            from hermes_tui.tui.screens.bench import BenchScreen
-
-            return BenchScreen(config_path=self.config_path)  # runs are saved in self.store
-        return None
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -413,3 +404,43 @@ class HermesApp(McpHost, App):
         screen = self.chat_screen
         if screen is not None:
             screen.run_slash(text)
+
+
+# --- the screens a slash command opens by name ----------------------------------------------
+# Each screen's module is imported when it is first opened: most runs never show it.
+def _settings_screen(app: HermesApp) -> Screen:
+    from hermes_tui.tui.screens.settings import SettingsScreen
+
+    return SettingsScreen(app.config_path)
+
+
+def _models_screen(app: HermesApp) -> Screen:
+    from hermes_tui.tui.screens.models import ModelsScreen
+
+    return ModelsScreen(app.config_path)
+
+
+def _tools_screen(app: HermesApp) -> Screen | None:
+    """None without a chat or with no tools for it (the workspace is not a folder)."""
+    from hermes_tui.tui.screens.tools import ToolsScreen
+
+    screen = app.chat_screen
+    tools = app.tools_for(screen.session) if screen is not None else None
+    return ToolsScreen(tools) if tools is not None else None
+
+
+def _bench_screen(app: HermesApp) -> Screen:
+    from hermes_tui.tui.screens.bench import BenchScreen
+
+    return BenchScreen(config_path=app.config_path)  # runs are saved in app.store
+
+
+TOOL_SCREENS: dict[str, Callable[[HermesApp], Screen | None]] = {
+    "settings": _settings_screen,
+    "models": _models_screen,
+    "tools": _tools_screen,
+    "bench": _bench_screen,
+}
+# Both dismiss with the new Config when they changed it (models: a model set as the chat or
+# compression model): new clients, as after settings.
+RETURN_CONFIG = frozenset({"settings", "models"})

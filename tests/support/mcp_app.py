@@ -77,15 +77,15 @@ def make_app(store: Store, base_url: str, workspace: Path, servers: dict[str, di
 
 async def started(pilot, app: HermesApp) -> None:
     """The app's MCP manager exists (it starts after the first frame, once the SDK is imported)."""
-    await until(pilot, lambda: app.mcp is not None, "the MCP servers to be started", WAIT_S)
+    await until(pilot, lambda: app.mcp_host.manager is not None, "the MCP servers to be started", WAIT_S)
 
 
 async def ready(pilot, app: HermesApp, *names: str) -> None:
     await started(pilot, app)
-    await until(pilot, lambda: all(app.mcp.state(n).status is not ServerStatus.STARTING for n in names),
+    await until(pilot, lambda: all(app.mcp_host.manager.state(n).status is not ServerStatus.STARTING for n in names),
                 f"servers {names} to start", WAIT_S)
     for name in names:
-        state = app.mcp.state(name)
+        state = app.mcp_host.manager.state(name)
         assert state.status is ServerStatus.READY, state.line()
 
 

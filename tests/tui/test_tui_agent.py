@@ -230,7 +230,7 @@ async def test_escape_stops_a_running_command_and_its_process_group(servers, sto
         assert "running" in str(screen.query_one(ToolCallView).title)
         assert label(screen, "agent") == "⚠ FULL AUTO · step 1/25"
         await pilot.press("escape")
-        await until(pilot, lambda: not screen.replying, "the turn to stop")
+        await until(pilot, lambda: not screen.turns.replying, "the turn to stop")
         await settle(pilot, screen)
 
         deadline = time.monotonic() + WAIT

@@ -90,7 +90,7 @@ async def test_a_message_streams_a_reply_and_the_status_counts_it(config, store,
         tokens = session.conv.total_tokens
         assert tokens > 0 and label(screen, "tokens") == f"{tokens:,} / 1,024"
         assert label(screen, "passes") == "0 passes"  # the turn's pass ran, found nothing to absorb: not counted
-        assert screen.last_outcome == "nothing_to_absorb"
+        assert screen.passes.last_outcome == "nothing_to_absorb"
         assert label(screen, "activity") == "last: nothing_to_absorb"
         assert store.get_session(session.info.id).title == "Hello there"
 
@@ -109,25 +109,25 @@ async def test_the_input_stays_live_while_a_pass_runs_and_the_pass_lands(config,
             screen = app.screen
             await type_and_send(pilot, "First, what changed?")
             await until(pilot, gated.started.is_set, "the pass to start")
-            assert screen.compaction == "pass"
+            assert screen.passes.running == "pass"
             await until(pilot, lambda: "pass…" in label(screen, "activity"), "the pass indicator")
 
             # The pass is held open: the user sends the next message and gets a reply meanwhile.
             composer = screen.query_one(Composer)
             assert composer.has_focus and not composer.disabled
             await type_and_send(pilot, "And the second question?")
-            await until(pilot, lambda: not screen.replying and len(screen.session.conv) == len(coding_session()) + 5,
+            await until(pilot, lambda: not screen.turns.replying and len(screen.session.conv) == len(coding_session()) + 5,
                         "the second reply")
-            assert screen.compaction == "pass" and not gated.gate.is_set()
+            assert screen.passes.running == "pass" and not gated.gate.is_set()
             assert [m.content for m in screen.session.conv.messages if m.role == "user"][-2:] == [
                 "First, what changed?", "And the second question?"]
-            assert len(screen.pass_queue.waiting) == 1  # the second turn's pass waits for the first
+            assert len(screen.passes.queue.waiting) == 1  # the second turn's pass waits for the first
             assert not [v for v in views(screen) if isinstance(v, MarkerMessage)]
 
             gated.gate.set()
             await settle(pilot, screen)
             session = screen.session
-            assert screen.last_outcome in ("absorbed", "defrag", "nothing_to_absorb")
+            assert screen.passes.last_outcome in ("absorbed", "defrag", "nothing_to_absorb")
             assert session.compactor.state.passes_total == 2
             assert session.compactor.state.tokens_saved_total > 0
             markers = [v for v in views(screen) if isinstance(v, MarkerMessage)]
@@ -151,7 +151,7 @@ async def test_a_reply_queued_behind_a_pass_on_the_same_device_says_so(config, s
             await until(pilot, gated.holding.is_set, "the pass to hold the device")
             await type_and_send(pilot, "Second")
             await until(pilot, lambda: "reply waits for it" in label(screen, "activity"), "the waiting notice")
-            assert screen.replying and screen.compaction == "pass"
+            assert screen.turns.replying and screen.passes.running == "pass"
             gated.gate.set()
             await settle(pilot, screen)
             assert "waits" not in label(screen, "activity")
@@ -194,7 +194,7 @@ async def test_a_failing_summarizer_does_not_stop_the_chat(config, store):
         before = len(screen.session.conv)
         await type_and_send(pilot, "One")
         await settle(pilot, screen)
-        assert screen.last_outcome == "summarize_failed"
+        assert screen.passes.last_outcome == "summarize_failed"
         assert label(screen, "activity") == "last: summarize_failed"
         assert screen.query_one(StatusBar).state("activity") == "-failed"
         await type_and_send(pilot, "Two")
@@ -223,7 +223,7 @@ async def test_a_pass_whose_summarizer_times_out_tells_why_and_what_to_change(co
                 screen = app.screen
                 await type_and_send(pilot, "One")
                 await settle(pilot, screen)
-                assert screen.last_outcome == "summarize_failed"
+                assert screen.passes.last_outcome == "summarize_failed"
                 told = [n for n in app._notifications if "did not answer within 1 s" in n.message]
                 assert len(told) == 1, [n.message for n in app._notifications]
                 assert "auxiliary.compression.timeout" in told[0].message and server.base_url in told[0].message
@@ -299,7 +299,7 @@ async def test_usage_summary_help_and_unknown_commands(config, store):
         assert summary.text == screen.session.compactor.rolling_summary != ""
         assert all(c.usage in help_.text for c in commands.COMMANDS) and "Ctrl+J" in help_.text
         assert unknown.has_class("-warning") and "/nonsense" in unknown.text
-        assert not screen.replying and len(screen.session.conv) == before  # nothing was sent
+        assert not screen.turns.replying and len(screen.session.conv) == before  # nothing was sent
 
 
 @app_test

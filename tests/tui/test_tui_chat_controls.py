@@ -66,11 +66,11 @@ async def test_escape_stops_a_streaming_reply_and_keeps_what_arrived(config, db_
         async with app.run_test(size=SIZE) as pilot:
             screen = app.screen
             await type_and_send(pilot, "Tell me a long story")
-            await until(pilot, lambda: screen._got_text, "the first piece of the reply")
+            await until(pilot, lambda: screen.turns.got_text, "the first piece of the reply")
             await pilot.pause(0.2)
             await pilot.press("escape")
             pressed = time.monotonic()
-            await until(pilot, lambda: not screen.replying, "the reply to stop")
+            await until(pilot, lambda: not screen.turns.replying, "the reply to stop")
             stopped_in = time.monotonic() - pressed
             assert stopped_in < 10 and not MlxRuntime.shared().busy  # the in-process model is free
             await settle(pilot, screen)
@@ -87,7 +87,7 @@ async def test_escape_stops_a_streaming_reply_and_keeps_what_arrived(config, db_
             assert session.turns_completed == 0 and session.compactor.state.passes_total == 0
             # The request's cap (LONG) is past the 1,024-token window, so before the call the agent
             # loop asked for batch compaction, which had nothing to absorb yet.
-            assert screen.last_outcome in (None, "nothing_to_absorb")
+            assert screen.passes.last_outcome in (None, "nothing_to_absorb")
             stored = store.load_active(session.info.id)
             assert [(m.id, m.content, m.meta.get("stopped")) for m in stored][-1] == (reply.id, reply.content, True)
             session_id = session.info.id
@@ -108,7 +108,7 @@ async def test_escape_stops_a_streaming_reply_and_keeps_what_arrived(config, db_
             last = screen.session.conv.messages[-1]
             assert "stopped" not in last.meta and last.meta["usage"]["completion_tokens"] == REPLY
             assert not replies(screen)[-1].has_class("-stopped")
-            assert screen.last_outcome is not None  # this turn completed: its pass ran
+            assert screen.passes.last_outcome is not None  # this turn completed: its pass ran
 
 
 def footer_keys(screen: ChatScreen) -> list[str]:
@@ -129,11 +129,11 @@ async def test_the_footer_shows_escape_only_while_a_reply_is_written(config, sto
         idle = footer_keys(screen)
         assert "escape" not in idle and idle[:2] == ["ctrl+n", "ctrl+r"]
         await type_and_send(pilot, "Tell me a long story")
-        await until(pilot, lambda: screen._got_text, "the first piece of the reply")
+        await until(pilot, lambda: screen.turns.got_text, "the first piece of the reply")
         await pilot.pause(0.1)
         assert footer_keys(screen) == ["escape", *idle]
         await pilot.press("escape")
-        await until(pilot, lambda: not screen.replying, "the reply to stop")
+        await until(pilot, lambda: not screen.turns.replying, "the reply to stop")
         await settle(pilot, screen)
         await pilot.pause(0.1)
         assert footer_keys(screen) == idle
@@ -141,11 +141,11 @@ async def test_the_footer_shows_escape_only_while_a_reply_is_written(config, sto
         # The terminal goes to the background while a reply is written, and the reply ends
         # there: the footer must not go on offering to stop it.
         await type_and_send(pilot, "Another one")
-        await until(pilot, lambda: screen._got_text, "the first piece of the second reply")
+        await until(pilot, lambda: screen.turns.got_text, "the first piece of the second reply")
         app.post_message(events.AppBlur())
         await until(pilot, lambda: not app.app_focus, "the app to lose focus")
-        screen._cancel.set()  # as a stop would (a key press would give the app its focus back)
-        await until(pilot, lambda: not screen.replying, "the second reply to stop")
+        screen.turns.stop()  # as a stop would (a key press would give the app its focus back)
+        await until(pilot, lambda: not screen.turns.replying, "the second reply to stop")
         await settle(pilot, screen)
         await pilot.pause(0.1)
         assert not app.app_focus and footer_keys(screen) == idle
@@ -328,7 +328,7 @@ async def test_settings_saved_during_a_pass_apply_once_it_lands(config, store, h
             assert any("once the reply and the passes in flight" in n.message for n in app._notifications)
             assert load_config(path).model.max_tokens == 5  # saved at once, applied later
             await pilot.pause(0.3)
-            assert app.screen is first and app.chat is old_chat and first.compaction  # still waiting
+            assert app.screen is first and app.chat is old_chat and first.passes.running  # still waiting
 
             gated.gate.set()
             await until(pilot, lambda: app.screen is not first and isinstance(app.screen, ChatScreen), "the new clients")

@@ -80,8 +80,8 @@ async def test_batch_follows_a_micro_pass_left_over_the_threshold_ahead_of_what_
         manual = PassRequest(BATCH, focus="the parser", manual=True)
         # No await in between: the first pass cannot land before the others are asked for.
         for request in (PassRequest(MICRO), PassRequest(MICRO), manual, manual):
-            screen.request_compaction(request)
-        assert len(screen.pass_queue.waiting) == 3  # a one-pass micro waits; /compact is never dropped
+            screen.passes.request(request)
+        assert len(screen.passes.queue.waiting) == 3  # a one-pass micro waits; /compact is never dropped
         await settle(pilot, screen)
         assert screen.session.over_threshold()  # every pass failed: still over
         follow_up = (BATCH, None, True)
@@ -97,7 +97,7 @@ async def test_nothing_follows_a_micro_pass_left_under_the_threshold(config, sto
         await until(pilot, lambda: screen.session.compactor.ctx.window.limit is not None, "the window to resolve")
         assert not screen.session.over_threshold()
         planned = record_plans(screen.session)
-        screen.request_compaction(PassRequest(MICRO))
+        screen.passes.request(PassRequest(MICRO))
         await settle(pilot, screen)
         assert planned == [MICRO]
 
@@ -121,13 +121,13 @@ async def test_a_trim_that_lands_ahead_of_a_slow_pass_is_shown_at_once(config, s
         screen = app.screen
         await until(pilot, screen.session.over_threshold, "the window to resolve, the session over the threshold")
         before = screen.session.conv.total_tokens
-        screen.request_compaction(PassRequest(MICRO))
+        screen.passes.request(PassRequest(MICRO))
         await until(pilot, gated.started.is_set, "the pass to ask the model")
         trimmed = [m.id for m in screen.session.conv.messages if is_trimmed(m)]
         assert trimmed and screen.session.conv.total_tokens < before
         await until(pilot, lambda: set(trimmed) <= set(shown_ids(screen)), "the trimmed results to be shown")
         tokens = f"{screen.session.conv.total_tokens:,} / 4,096"
         await until(pilot, lambda: label(screen, "tokens") == tokens, "the trimmed total in the status bar")
-        assert screen.compaction is not None  # the pass is still running
+        assert screen.passes.running is not None  # the pass is still running
         gated.gate.set()
         await settle(pilot, screen)

@@ -33,7 +33,7 @@ async def test_counters_survive_a_settings_save_and_a_resume(config, store):
         assert first[0] == 1 and first[1] > 0
         await type_and_send(pilot, "Carry on.")
         await settle(pilot, screen)
-        assert screen.last_outcome == "summarize_failed"  # it found an exchange: a pass
+        assert screen.passes.last_outcome == "summarize_failed"  # it found an exchange: a pass
         before = counters(app)
         assert before == (2, first[1])
         shown = label(screen, "passes")

@@ -170,8 +170,8 @@ async def test_servers_that_exit_or_never_answer_are_shown_and_the_chat_goes_on(
             await type_and_send(pilot, "hello")
             await settle(pilot, screen)
             assert [m.content for m in screen.session.conv.messages if m.role == "assistant"] == ["still here"]
-            assert app.mcp.state("silent").status is ServerStatus.STARTING
-            await until(pilot, lambda: app.mcp.state("silent").status is ServerStatus.FAILED, "the silent one", WAIT_S)
+            assert app.mcp_host.manager.state("silent").status is ServerStatus.STARTING
+            await until(pilot, lambda: app.mcp_host.manager.state("silent").status is ServerStatus.FAILED, "the silent one", WAIT_S)
             await ready(pilot, app, "notes")
             await until(pilot, lambda: bar(app).text("mcp") == "MCP 1/3 ready, 2 failed", "the MCP summary")
             assert bar(app).state("mcp") == "-failed"
@@ -207,7 +207,7 @@ async def test_restart_from_tools_brings_a_crashed_server_back(scripted, hermes_
             first = set(children_of(os.getpid())) - before
             assert await send_and_settle(pilot, app, "crash it") == "it crashed"
             assert "crashed" in tool_results(app)["c1"]
-            await until(pilot, lambda: app.mcp.state("notes").status is ServerStatus.FAILED, "the crash shown")
+            await until(pilot, lambda: app.mcp_host.manager.state("notes").status is ServerStatus.FAILED, "the crash shown")
             await until(pilot, lambda: bar(app).state("mcp") == "-failed", "the status bar's failure")
 
             await open_tools(pilot, app)
@@ -267,7 +267,7 @@ async def test_malformed_results_become_error_results_and_the_turn_goes_on(scrip
             session = app.chat_screen.session
             with session.lock:
                 messages = list(session.conv.messages)
-            assert app.mcp.state("bad").status is ServerStatus.READY  # one bad answer is not a dead server
+            assert app.mcp_host.manager.state("bad").status is ServerStatus.READY  # one bad answer is not a dead server
     assert final == "carried on"
     assert "malformed result" in results["m1"] and "malformed result" in results["m2"]
     assert "unknown tool 'bad__bad_schema'" in results["m3"]  # its schema was invalid: never offered
@@ -286,10 +286,10 @@ async def test_servers_added_or_removed_in_settings_start_and_stop_with_the_new_
         app = make_app(store, model.base_url, workspace, {})
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.chat_screen is not None, "the chat")
-            assert app.mcp is None and bar(app).text("mcp") == ""
+            assert app.mcp_host.manager is None and bar(app).text("mcp") == ""
             with_notes = Config.model_validate({**app.config.model_dump(), "mcp_servers": {"notes": stdio_server()}})
             app.reconfigure(with_notes)
-            await until(pilot, lambda: app.mcp is not None, "a manager for the new config")
+            await until(pilot, lambda: app.mcp_host.manager is not None, "a manager for the new config")
             await ready(pilot, app, "notes")
             await until(pilot, lambda: bar(app).text("mcp") == "MCP 1/1 ready", "the MCP part")
             tools = app.tools_for(app.chat_screen.session)
@@ -301,7 +301,7 @@ async def test_servers_added_or_removed_in_settings_start_and_stop_with_the_new_
             await until(pilot, lambda: not any(Path(f"/proc/{pid}").exists() for pid in server),
                         "the removed server's process to end", WAIT_S)
             await until(pilot, lambda: bar(app).text("mcp") == "", "the MCP part to go")
-            assert app.mcp is None
+            assert app.mcp_host.manager is None
 
 
 @app_test
@@ -320,14 +320,14 @@ async def test_a_server_that_comes_up_during_a_turn_is_offered_from_the_next_req
 
     class WaitForTheServer(AgentListener):
         def call_finished(self, call_id, name, arguments, result, message) -> None:
-            app.mcp.wait(timeout=WAIT_S)  # between the two requests
+            app.mcp_host.manager.wait(timeout=WAIT_S)  # between the two requests
 
     with Store(hermes_home / "state.db") as store:
         app = make_app(store, model.base_url, workspace, {"late": late})
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.chat_screen is not None, "the chat")
             await started(pilot, app)
-            assert app.mcp.state("late").status is ServerStatus.STARTING
+            assert app.mcp_host.manager.state("late").status is ServerStatus.STARTING
             session = app.chat_screen.session
             session.add_user_message("look, then read")
             turn = AgentTurn(session, app.tools_for(session), listener=WaitForTheServer(), max_tokens=64)

@@ -46,15 +46,15 @@ async def test_toggling_one_server_in_the_settings_leaves_the_other_running(scri
     app = make_app(store, model.base_url, workspace, {"one": one, "two": two})
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app, "one", "two")
-        manager = app.mcp
+        manager = app.mcp_host.manager
         first = server_pids()
         assert set(first) == {"one", "two"}, first
 
         app.reconfigure(with_servers(app.config, {"one": one, "two": {**two, "enabled": False}}))
         await until(pilot, lambda: "two" not in server_pids(), "the disabled server's process to end", WAIT_S)
         await until(pilot, lambda: bar(app).text("mcp") == "MCP 1/1 ready", "the status bar")
-        assert app.mcp is manager and server_pids() == {"one": first["one"]}
-        assert app.mcp.state("two").reason == "disabled"
+        assert app.mcp_host.manager is manager and server_pids() == {"one": first["one"]}
+        assert app.mcp_host.manager.state("two").reason == "disabled"
 
         app.reconfigure(with_servers(app.config, {"one": one, "two": two}))
         await ready(pilot, app, "one", "two")
@@ -94,10 +94,10 @@ async def test_an_open_tools_screen_follows_the_app_to_new_servers(scripted, her
         for servers, names in (({"one": stdio_server("one")}, ["one"]),
                                ({"one": stdio_server("one"), "two": stdio_server("two")}, ["one", "two"])):
             app.config = with_servers(app.config, servers)
-            app._update_mcp()
-            app._show_mcp()
+            app.mcp_host.update()
+            app.mcp_host.show()
             await ready(pilot, app, *names)
-            await until(pilot, lambda names=names: shown() == names and screen.mcp is app.mcp,
+            await until(pilot, lambda names=names: shown() == names and screen.mcp is app.mcp_host.manager,
                         f"{names} on the open screen")
             assert screen.query_one("#servers").display and not screen.query_one("#no-servers").display
             tools = screen.query_one("#tools")
@@ -105,8 +105,8 @@ async def test_an_open_tools_screen_follows_the_app_to_new_servers(scripted, her
             assert {f"{name}__read_note" for name in names} <= listed
         assert app.screen is screen
         app.config = with_servers(app.config, {})
-        app._update_mcp()
-        app._show_mcp()
+        app.mcp_host.update()
+        app.mcp_host.show()
         await until(pilot, lambda: screen.mcp is None and screen.query_one("#no-servers").display,
                     "the screen without servers")
         assert shown() == []

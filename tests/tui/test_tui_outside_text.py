@@ -113,9 +113,9 @@ async def test_tools_shows_an_mcp_servers_error_literally(scripted, hermes_home,
     with Store(hermes_home / "state.db") as store:
         app = make_app(store, model.base_url, workspace, servers)
         async with app.run_test(size=(160, 36)) as pilot:
-            await until(pilot, lambda: app.mcp is not None and app.mcp.state("broken").status is ServerStatus.FAILED,
+            await until(pilot, lambda: app.mcp_host.manager is not None and app.mcp_host.manager.state("broken").status is ServerStatus.FAILED,
                         "the server to fail")
-            assert OSC52 in app.mcp.state("broken").reason  # kept as it came; only its display changes
+            assert OSC52 in app.mcp_host.manager.state("broken").reason  # kept as it came; only its display changes
             screen = await open_tools(pilot, app)
             await pilot.pause()
             detail = screen.query_one("#servers").get_row_at(0)[4]

@@ -224,12 +224,12 @@ async def test_a_turn_in_a_long_session_streams_at_the_bottom_in_few_layouts(con
         composer = screen.query_one("#composer")
         composer.insert("One more question")
         await pilot.press("enter")
-        await until(pilot, lambda: screen.replying, "the reply to start")
+        await until(pilot, lambda: screen.turns.replying, "the reply to start")
         await pilot.pause()
         assert footer_keys(screen)[0] == "cancel_reply"  # Escape shows while the reply is written
         started = time.monotonic()
         chat.gate.set()
-        await until(pilot, lambda: not screen.replying, "the reply")
+        await until(pilot, lambda: not screen.turns.replying, "the reply")
         took = time.monotonic() - started
         await until(pilot, lambda: not screen.busy, "the turn's pass")
         await pilot.pause()

@@ -2,10 +2,11 @@
 
 The turn (``session.agent.AgentTurn``) runs in a thread worker. Its listener hooks are
 called from that thread, so ``ScreenListener`` turns each into a message posted to the
-screen (``post_message`` is thread-safe, and the screen handles them in order). The
-``ask`` callback (``ModalAsk``) shows the approval prompt on the event loop and blocks
-only the turn's thread until the user answers. ``ScreenPasses`` hands the passes the
-loop asks for to the screen's compaction (one at a time, shown in the status bar).
+screen (``post_message`` is thread-safe, and the screen handles them in order, handing
+them to its turn controller, ``chat_turns``). The ``ask`` callback (``ModalAsk``) shows the
+approval prompt on the event loop and blocks only the turn's thread until the user answers.
+``ScreenPasses`` hands the passes the loop asks for to the screen's pass runner
+(``chat_compaction``: one at a time, shown in the status bar).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from hermes_tui.core.transcript import Message
 from hermes_tui.session.agent import AgentListener, AgentResult, Answer
 from hermes_tui.session.fit import RequestSize
 from hermes_tui.session.passes import MICRO
-from hermes_tui.session.session import Session
 from hermes_tui.tools.approval import ApprovalRequest
 from hermes_tui.tools.base import ToolResult
 from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting
@@ -135,20 +135,6 @@ class PassRequested(UIMessage):
         self.kind, self.passes = kind, passes
 
 
-class PassLanded(UIMessage):
-    def __init__(self, session: Session, kind: str, report: PassReport | None, manual: bool):
-        super().__init__()
-        self.session, self.kind, self.report, self.manual = session, kind, report, manual
-
-
-class TrimLanded(UIMessage):
-    """The trim stage landed ahead of the passes still running (``Session.on_trim_landed``)."""
-
-    def __init__(self, session: Session, report: PassReport):
-        super().__init__()
-        self.session, self.report = session, report
-
-
 # --- the bridge -------------------------------------------------------------------------
 
 
@@ -198,7 +184,7 @@ class ScreenListener(AgentListener):
 
 class ScreenPasses:
     """What ``AgentTurn`` asks of its passes (``session.passes.BackgroundPasses``), done by
-    the chat screen's compaction: a pass asked for runs there (when the queue both share,
+    the chat screen's pass runner: a pass asked for runs there (when the queue both share,
     ``session.pass_queue``, says) and is published as soon as it is planned, under the session's lock, so
     there is nothing to publish between model calls. ``settle`` waits for the screen's
     compaction to go idle (the loop asks only when the next request would not fit)."""

@@ -1,21 +1,22 @@
 """The chat screen: an agent conversation that never stalls, with compaction you can see.
 
-Threads. A turn (``session.agent.AgentTurn``: model → tool calls → results → model …)
-runs in a Textual thread worker; what it does reaches the screen as messages
-(``agent_bridge``): text piece by piece, each call as it streams, runs and finishes (a
-row under the reply, collapsed to one line), each result as a row of its own. A call
-the approval mode does not allow outright opens the approval prompt (``approval``); only
-the turn's thread waits for the answer. Escape stops the model and any running tool;
-every call still gets a result. Passes run after each completed exchange in another
-thread worker (``chat_compaction``). The composer stays live throughout: a message
-sent while a pass runs goes straight out; one sent while a turn runs waits for it.
+The screen lays out the conversation, the composer and the status bar, and owns the parts
+that do the work, each handed the messages that concern it:
+
+- ``turns`` (``chat_turns.TurnController``): the agent turns, run in a thread worker, what they
+  report written into the rows as it comes, their approval prompts, Escape stopping them;
+- ``passes`` (``chat_compaction.PassRunner``): passes after each completed exchange, and
+  ``/compact``, in another thread worker, one at a time;
+- ``guard`` (``chat_fit.GuardNotes``): the compaction the guard runs before a request that
+  would not fit, in the status bar and in notes;
+- the slash commands (``chat_commands``), each handed the session, ``turns``, ``passes`` and
+  the screen.
+
+The composer stays live throughout: a message sent while a pass runs goes straight out; one
+sent while a turn runs waits for it.
 """
 
 from __future__ import annotations
-
-import threading
-from collections import deque
-from dataclasses import replace
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -26,22 +27,18 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hermes_tui.chat.client import ChatError
 from hermes_tui.core.transcript import Message
-from hermes_tui.session.agent import MAX_STEPS, STOPPED, AgentTurn, Tools
-from hermes_tui.session.pass_queue import PassQueue
 from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
 from hermes_tui.tui.heap import settle_heap
 from hermes_tui.tui.problems import first_run_problem
+from hermes_tui.tui.screens import chat_commands
 from hermes_tui.tui.screens.agent_bridge import (
     CallDelta,
     CallFinished,
     CallStarted,
-    ModalAsk,
+    PassRequested,
     ReplyDelta,
-    ScreenListener,
-    ScreenPasses,
     StepReplied,
     StepStarted,
     SystemPromptSet,
@@ -49,28 +46,16 @@ from hermes_tui.tui.screens.agent_bridge import (
     TurnFailed,
     UserStored,
 )
-from hermes_tui.tui.screens.approval import ApprovalScreen
-from hermes_tui.tui.screens.chat_commands import KEYS, SlashCommandsMixin
-from hermes_tui.tui.screens.chat_compaction import BATCH, PASS, CompactionMixin
-from hermes_tui.tui.screens.chat_fit import GuardNotesMixin
+from hermes_tui.tui.screens.chat_compaction import BATCH, PassLanded, PassRunner, TrimLanded
+from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting, GuardNotes
 from hermes_tui.tui.screens.chat_host import ChatHost
+from hermes_tui.tui.screens.chat_turns import TurnController
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.footer import ChatFooter
-from hermes_tui.tui.widgets.message_views import (
-    SPINNER,
-    AssistantMessage,
-    InfoNote,
-    MarkerMessage,
-    ToolCallView,
-    ToolResultMessage,
-    UserMessage,
-)
+from hermes_tui.tui.widgets.message_views import SPINNER, InfoNote, MarkerMessage
 from hermes_tui.tui.widgets.messages import MessageList
 from hermes_tui.tui.widgets.status_bar import StatusBar, StatusInfo
-from hermes_tui.tui.widgets.text import first_line, one_line
 from hermes_tui.util.logs import get_logger
-
-__all__ = ["BATCH", "KEYS", "PASS", "ChatHost", "ChatScreen"]
 
 log = get_logger("tui")
 
@@ -85,10 +70,7 @@ class ArchivedLoaded(UIMessage):
         self.view, self.messages, self.error = view, messages, error
 
 
-# --- the screen -------------------------------------------------------------------------
-
-
-class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
+class ChatScreen(Screen):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
@@ -102,22 +84,11 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     def __init__(self, session: Session):
         super().__init__()
         self.session = session
-        self.replying = False
-        self._cancel: threading.Event | None = None
-        self._got_text = False
-        self._outbox: deque[tuple[str, UserMessage]] = deque()
-        self.compaction: str | None = None          # PASS or BATCH while one runs
-        self.pass_queue = PassQueue(session.after_splice)  # the passes waiting, and the rules
-        self.last_outcome: str | None = None
-        self._failure_shown: str | None = None
+        self.passes = PassRunner(session, self)  # compaction in the background, one pass at a time
+        self.turns = TurnController(session, self, passes_idle=self.passes.idle)
+        # The guard before each model request: its compaction in the status bar, its notes.
+        self.guard = GuardNotes(session, self, reply_view=lambda: self.turns.reply_view, record=self.passes.record)
         self._spinner: Timer | None = None
-        self.tools: Tools | None = None
-        self.tools_available: bool | None = None  # whether the chat model takes tools (None: not known yet)
-        self.step: int | None = None  # the turn's model call, while one runs
-        self._user_view: UserMessage | None = None
-        self._reply_view: AssistantMessage | None = None  # the current step's reply
-        self._running_call: ToolCallView | None = None
-        self._guard_compacting = False  # the guard compacts before the reply's request
 
     @property
     def hermes(self) -> ChatHost:
@@ -126,7 +97,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     @property
     def busy(self) -> bool:
         """A turn or a pass is in flight, or one is queued."""
-        return bool(self.replying or self.compaction or self._outbox or not self.pass_queue.idle)
+        return self.turns.busy or self.passes.busy
 
     def compose(self) -> ComposeResult:
         yield MessageList(id="messages")
@@ -138,7 +109,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
 
     async def on_mount(self) -> None:
         self.query_one("#hints").display = False
-        self.tools = self.hermes.tools_for(self.session)
+        self.turns.tools = self.hermes.tools_for(self.session)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.show(messages)
@@ -159,8 +130,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
             self.query_one(Composer).focus()
 
     def on_unmount(self) -> None:
-        if self._cancel is not None:
-            self._cancel.set()  # a turn still running for this screen is not wanted any more
+        self.turns.stop()  # a turn still running for this screen is not wanted any more
 
     @property
     def messages(self) -> MessageList:
@@ -170,14 +140,15 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     def status_info(self) -> StatusInfo:
         usage = self.session.usage()
         runtime = getattr(self.session.chat, "runtime", None)
+        turns = self.turns
         waiting = bool(
-            self.replying and not self._got_text and self.compaction
+            turns.replying and not turns.got_text and self.passes.running
             and runtime is not None and getattr(runtime, "waiting", 0) > 0
         )
-        if self.tools is None:
+        if turns.tools is None:
             mode = ""
         else:
-            mode = "tools off" if self.tools_available is False else self.tools.mode.value
+            mode = "tools off" if turns.tools_available is False else turns.tools.mode.value
         return StatusInfo(
             model=getattr(self.session.chat, "model_name", "") or "",
             tokens=usage["tokens"],
@@ -185,12 +156,12 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
             occupancy_pct=usage["occupancy_pct"],
             passes=usage["passes"],
             tokens_saved=usage["tokens_saved"],
-            activity=self.compaction or (BATCH if self._guard_compacting else ""),
+            activity=self.passes.running or (BATCH if self.guard.compacting else ""),
             waiting=waiting,
-            replying=self.replying,
-            last_outcome=self.last_outcome,
+            replying=turns.replying,
+            last_outcome=self.passes.last_outcome,
             mode=mode,
-            step=self.step if self.replying else None,
+            step=turns.step if turns.replying else None,
             max_steps=self.hermes.config.agent.max_steps,
         )
 
@@ -198,7 +169,7 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         bar = self.query_one(StatusBar)
         bar.show(self.status_info())
         if self._spinner is not None:
-            if self.replying or self.compaction or self._guard_compacting:
+            if self.turns.replying or self.passes.running or self.guard.compacting:
                 self._spinner.resume()
             else:
                 self._spinner.pause()
@@ -207,8 +178,8 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         bar = self.query_one(StatusBar)
         bar.info = self.status_info()
         bar.tick()
-        if self._running_call is not None:
-            self._running_call.tick(SPINNER[bar.frame])
+        if self.turns.running_call is not None:
+            self.turns.running_call.tick(SPINNER[bar.frame])
 
     @on(WindowResolved)
     def _window_resolved(self) -> None:
@@ -220,7 +191,14 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         event.stop()
         if self.run_slash(event.text):
             return
-        await self.send(event.text)
+        await self.turns.send(event.text)
+
+    def run_slash(self, text: str) -> bool:
+        """Run ``text`` if it is a slash command; False when it is a message to send."""
+        return chat_commands.run(text, chat_commands.CommandContext(self.session, self, self.turns, self.passes))
+
+    def action_slash(self, text: str) -> None:
+        self.run_slash(text)
 
     @on(Composer.Completions)
     def _completions(self, event: Composer.Completions) -> None:
@@ -230,173 +208,12 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
                                     for c in event.matches))
         hints.display = bool(event.matches)
 
-    async def send(self, text: str) -> None:
-        """Show the message and send it (after the turn running, if there is one)."""
-        # One frame, one layout pass, for the message, the reply's view and the footer's Escape.
-        with self.app.batch_update():
-            view = UserMessage(text)
-            await self.messages.add(view)
-            if self.replying:
-                view.add_class("-queued")
-                self._outbox.append((text, view))
-                self.refresh_status()
-                return
-            await self._start_turn(text, view)
-
-    # --- the turn -----------------------------------------------------------------------
-    async def _start_turn(self, text: str, user_view: UserMessage) -> None:
-        user_view.remove_class("-queued")
-        self._user_view = user_view
-        self._reply_view = AssistantMessage(None)
-        await self.messages.add(self._reply_view)
-        self.replying = True
-        self._got_text = False
-        self.step = None
-        self._cancel = cancel = threading.Event()
-        self.refresh_status()
-        self.refresh_bindings()  # Escape stops the turn: shown in the footer while there is one
-        self.session.begin_work()  # the session keeps its lease until the turn is stored
-        if self.tools is not None:  # the same tools, unless the MCP servers started (or changed) since
-            self.tools = self.hermes.tools_for(self.session)
-        turn = AgentTurn(
-            self.session, self.tools, ask=ModalAsk(self.app, cancel, ApprovalScreen),
-            listener=ScreenListener(self.post_message), max_steps=self.hermes.config.agent.max_steps,
-            max_tokens=self.hermes.reply_tokens,
-            passes=ScreenPasses(self.post_message, self.compaction_idle, cancel),  # type: ignore[arg-type]
-        )
-        self._turn_worker(turn, text, cancel)
-
-    @work(thread=True, group="chat", exit_on_error=False)
-    def _turn_worker(self, turn: AgentTurn, text: str, cancel: threading.Event) -> None:
-        session, post = turn.session, self.post_message
-        try:
-            message = session.add_user_message(text)
-            post(UserStored(message))
-            if not session.info.title:
-                _name_after(session, text)
-            result = turn.run(cancel)
-        except (ChatError, StoreError) as exc:
-            log.warning("turn failed: %s: %s", type(exc).__name__, exc)
-            post(TurnFailed(exc))
-        except Exception as exc:  # a bug: logged with its traceback, never shown as one
-            log.exception("turn failed")
-            post(TurnFailed(exc))
-        else:
-            post(TurnEnded(result, tools_available=_takes_tools(session)))
-        finally:
-            session.end_work()
-
-    @on(UserStored)
-    def _user_stored(self, event: UserStored) -> None:
-        if self._user_view is not None:
-            self._user_view.message = event.message
-        self.refresh_status()
-
-    @on(SystemPromptSet)
-    async def _system_prompt_set(self, event: SystemPromptSet) -> None:
-        with self.session.lock:
-            messages = list(self.session.conv.messages)
-        await self.messages.sync(messages)  # in front, in place of the one it replaced
-        self.refresh_status()
-
-    @on(StepStarted)
-    async def _step_started(self, event: StepStarted) -> None:
-        self.step = event.step
-        if event.step > 1 or self._reply_view is None:  # the first step's view is there already
-            self._reply_view = AssistantMessage(None)
-            self._got_text = False
-            await self.messages.add(self._reply_view)
-        self.refresh_status()
-
-    @on(ReplyDelta)
-    async def _reply_delta(self, event: ReplyDelta) -> None:
-        if not self._got_text:
-            self._got_text = True
-            self.refresh_status()
-        text = event.take()
-        if self._reply_view is not None and text:
-            await self._reply_view.write(text)
-
-    @on(CallDelta)
-    async def _call_delta(self, event: CallDelta) -> None:
-        if self._reply_view is not None:
-            await self._reply_view.stream_call(event.index, event.name, event.arguments)
-
-    @on(StepReplied)
-    async def _step_replied(self, event: StepReplied) -> None:
-        if self._reply_view is not None:
-            await self._reply_view.finish(event.message)  # a stopped reply shows its "stopped" note
-
-    @on(CallStarted)
-    def _call_started(self, event: CallStarted) -> None:
-        view = self._reply_view.call_view(event.call_id) if self._reply_view is not None else None
-        if view is not None:
-            view.start()
-        self._running_call = view
-
-    @on(CallFinished)
-    async def _call_finished(self, event: CallFinished) -> None:
-        view = self._reply_view.call_view(event.call_id) if self._reply_view is not None else None
-        if view is not None:
-            view.finish(event.result)
-        self._running_call = None
-        await self.messages.add(ToolResultMessage(event.message))
-
-    @on(TurnEnded)
-    async def _turn_ended(self, event: TurnEnded) -> None:
-        result, view = event.result, self._reply_view
-        if view is not None and view.message is None:  # the last step was stopped before any text
-            await view.finish(None)
-            view.mount(Static("(stopped before the reply began)", classes="note"))
-        if result.outcome == MAX_STEPS:
-            await self.note(f"The turn reached its step limit ({result.steps} model calls, agent.max_steps) "
-                            "without a final answer. Send a message to let it go on.", severity="warning")
-        self.tools_available = event.tools_available
-        await self._tell_no_tools()
-        if result.outcome == STOPPED:
-            log.info("turn stopped after %d steps and %d calls", result.steps, result.calls)
-        await self._turn_over()
-
-    @on(TurnFailed)
-    async def _turn_failed(self, event: TurnFailed) -> None:
-        view = self._reply_view
-        if view is not None and view.message is None:
-            await view.finish(None)
-            await view.remove()
-        problem, fix = first_run_problem(event.error)
-        await self.note(f"{problem}.\nTo fix it: {fix}", title="The reply failed", severity="error")
-        await self._turn_over()
-
-    async def _tell_no_tools(self) -> None:
-        """A chat model that cannot call tools runs without them: said once per model."""
-        if self.tools is None or self.tools_available is not False:
-            return
-        model = getattr(self.session.chat, "model_name", "") or ""
-        if model in self.hermes.told_no_tools:
-            return
-        self.hermes.told_no_tools.add(model)
-        await self.note(f"{one_line(model, 60) or 'The chat model'} cannot call tools (its chat template has "
-                        "none mlx-lm can parse, or its endpoint refused them): the chat runs without "
-                        "reading, running or editing anything.", title="No tools", severity="warning")
-
-    async def _turn_over(self) -> None:
-        self.replying = False
-        self._cancel = None
-        self.step = None
-        self._running_call = None
-        self.refresh_bindings()
-        if self._outbox:
-            text, view = self._outbox.popleft()
-            await self._start_turn(text, view)
-        self.refresh_status()
-
     def action_cancel_reply(self) -> None:
-        if self._cancel is not None:
-            self._cancel.set()
+        self.turns.stop()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_reply":
-            return self.replying
+            return self.turns.replying
         if action == "earlier":
             lists = self.query(MessageList)
             return bool(lists) and lists.first().earlier_count > 0
@@ -405,6 +222,68 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
     async def action_earlier(self) -> None:
         """Show the older messages waiting above the list's first view, from their top."""
         await self.messages.show_earlier(keep_position=False)
+
+    # --- what the turn's thread reports: to the turn controller -----------------------------
+    @on(UserStored)
+    def _user_stored(self, event: UserStored) -> None:
+        self.turns.user_stored(event)
+
+    @on(SystemPromptSet)
+    async def _system_prompt_set(self, event: SystemPromptSet) -> None:
+        await self.turns.system_prompt_set(event)
+
+    @on(StepStarted)
+    async def _step_started(self, event: StepStarted) -> None:
+        await self.turns.step_started(event)
+
+    @on(ReplyDelta)
+    async def _reply_delta(self, event: ReplyDelta) -> None:
+        await self.turns.reply_delta(event)
+
+    @on(CallDelta)
+    async def _call_delta(self, event: CallDelta) -> None:
+        await self.turns.call_delta(event)
+
+    @on(StepReplied)
+    async def _step_replied(self, event: StepReplied) -> None:
+        await self.turns.step_replied(event)
+
+    @on(CallStarted)
+    def _call_started(self, event: CallStarted) -> None:
+        self.turns.call_started(event)
+
+    @on(CallFinished)
+    async def _call_finished(self, event: CallFinished) -> None:
+        await self.turns.call_finished(event)
+
+    @on(TurnEnded)
+    async def _turn_ended(self, event: TurnEnded) -> None:
+        await self.turns.ended(event)
+
+    @on(TurnFailed)
+    async def _turn_failed(self, event: TurnFailed) -> None:
+        await self.turns.failed(event)
+
+    # --- compaction: to the pass runner and the guard's notes -------------------------------
+    @on(PassRequested)
+    def _pass_requested(self, event: PassRequested) -> None:
+        self.passes.requested(event)
+
+    @on(TrimLanded)
+    async def _trim_landed(self, event: TrimLanded) -> None:
+        await self.passes.trim_landed(event)
+
+    @on(PassLanded)
+    async def _pass_landed(self, event: PassLanded) -> None:
+        await self.passes.landed(event)
+
+    @on(GuardCompacting)
+    async def _guard_compacting(self, event: GuardCompacting) -> None:
+        await self.guard.began(event)
+
+    @on(GuardCompacted)
+    async def _guard_compacted(self, event: GuardCompacted) -> None:
+        await self.guard.ended(event)
 
     # --- the archive behind a marker --------------------------------------------------------
     @on(MarkerMessage.ShowArchived)
@@ -448,19 +327,3 @@ class ChatScreen(SlashCommandsMixin, CompactionMixin, GuardNotesMixin, Screen):
         else:
             await self.messages.add(view)
         return view
-
-
-def _name_after(session: Session, text: str) -> None:
-    """A session without a title takes its first message's first line (for /sessions)."""
-    title = one_line(first_line(text), 60)
-    with session.lock:
-        session.store.rename_session(session.info.id, title)
-        session.info = replace(session.info, title=title)
-
-
-def _takes_tools(session: Session) -> bool:
-    """Whether the chat model takes tools (asked in the turn's thread: MLX may load the model)."""
-    try:
-        return bool(getattr(session.chat, "supports_tools", False))
-    except ChatError:
-        return False

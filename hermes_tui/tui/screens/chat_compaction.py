@@ -5,9 +5,8 @@ session's lock (``Session.publish_pass`` drops a stale splice whole); the screen
 brings the message list in step with the transcript. Which pass starts, which waits and
 which is dropped, and what follows one that ended, is the queue's
 (``session.pass_queue``, the agent loop of ``run`` asks the same one): the passes the
-agent loop asks for after each exchange, and ``/compact`` (never dropped). A mixin of
-``ChatScreen``: its handlers go by name (``on_pass_landed``), which Textual finds on
-mixins too.
+agent loop asks for after each exchange, and ``/compact`` (never dropped). The chat screen
+owns one ``PassRunner`` and hands it the messages below.
 """
 
 from __future__ import annotations
@@ -17,71 +16,92 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from textual.message import Message as UIMessage
 from textual.worker import get_current_worker
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
 from hermes_tui.session.session import Session
-from hermes_tui.tui.screens.agent_bridge import PassLanded, PassRequested, TrimLanded
 from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES
 from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
-    from hermes_tui.tui.widgets.message_views import InfoNote
-    from hermes_tui.tui.widgets.messages import MessageList
+    from hermes_tui.tui.screens.agent_bridge import PassRequested
+    from hermes_tui.tui.screens.chat_view import ChatView
 
 log = get_logger("tui")
 
 PASS = "pass"  # the status bar's word for micro passes
 
 
-class CompactionMixin:
-    session: Session
-    compaction: str | None  # PASS or BATCH while one runs
-    pass_queue: PassQueue
-    last_outcome: str | None
-    _failure_shown: str | None  # the pass failure last told, so a repeat is not told each turn
-    app: Any
-    messages: MessageList
-    refresh_status: Callable[[], None]
+class PassLanded(UIMessage):
+    def __init__(self, session: Session, kind: str, report: PassReport | None, manual: bool):
+        super().__init__()
+        self.session, self.kind, self.report, self.manual = session, kind, report, manual
 
-    async def note(self, text: str, *, title: str = "", severity: str = "information",
-                   markdown: bool = False) -> InfoNote: ...
 
-    def compaction_idle(self) -> bool:
+class TrimLanded(UIMessage):
+    """The trim stage landed ahead of the passes still running (``Session.on_trim_landed``)."""
+
+    def __init__(self, session: Session, report: PassReport):
+        super().__init__()
+        self.session, self.report = session, report
+
+
+class PassRunner:
+    """Runs the passes the queue lets start, one at a time, and shows what each did."""
+
+    def __init__(self, session: Session, view: ChatView) -> None:
+        self.session = session
+        self._view = view
+        self.running: str | None = None  # PASS or BATCH while one runs
+        self.queue = PassQueue(session.after_splice)  # the passes waiting, and the rules
+        self.last_outcome: str | None = None  # the last pass's, or the guard's compaction's
+        self._failure_shown: str | None = None  # the pass failure last told, so a repeat is not told each turn
+
+    def idle(self) -> bool:
         """No pass runs or waits (read from the turn's thread too: plain attribute reads)."""
-        return self.pass_queue.idle
+        return self.queue.idle
 
-    def on_pass_requested(self, event: PassRequested) -> None:
+    @property
+    def busy(self) -> bool:
+        """A pass runs or waits."""
+        return bool(self.running or not self.queue.idle)
+
+    def record(self, report: PassReport | None) -> None:
+        """What a compaction came to, for the status bar and /usage (no report: it failed)."""
+        self.last_outcome = report.outcome if report is not None else "error"
+
+    def requested(self, event: PassRequested) -> None:
         """The agent loop completed an exchange and a pass (or batch compaction) is due."""
         event.passes.taken()
         if self.session.compactor.settings.enabled:
             # ``due`` may already be a later exchange's decision; whether a micro decision
             # passes down to a mark is the policy's (``watermark``), the same for every one.
-            self.request_compaction(PassRequest.due(event.kind, self.session.due))
+            self.request(PassRequest.due(event.kind, self.session.due))
 
-    def request_compaction(self, request: PassRequest) -> None:
+    def request(self, request: PassRequest) -> None:
         """Run a pass (or batch compaction) now, or when the queue says."""
-        started = self.pass_queue.request(request)
+        started = self.queue.request(request)
         if started is not None:
-            self._start_compaction(started)
-        self.refresh_status()
+            self._start(started)
+        self._view.refresh_status()
 
-    def _start_compaction(self, request: PassRequest) -> None:
-        self.compaction = PASS if request.kind == MICRO else BATCH
-        session = self.session
-        session.on_trim_landed = lambda report: self.post_message(TrimLanded(session, report))  # type: ignore[attr-defined]
+    def _start(self, request: PassRequest) -> None:
+        self.running = PASS if request.kind == MICRO else BATCH
+        session, post = self.session, self._view.post_message
+        session.on_trim_landed = lambda report: post(TrimLanded(session, report))
         session.begin_work()  # a pass still lands (its session keeps its lease) after /new
-        # An app worker, not this screen's: after /new the pass still lands in its own session
+        # An app worker, not the screen's: after /new the pass still lands in its own session
         # (stored); only quitting abandons it.
-        self.app.run_worker(
-            partial(self._compaction_worker, self.session, request),
-            name=f"{self.compaction} {self.session.info.id}", group="compaction", thread=True,
+        self._view.app.run_worker(
+            partial(self._work, session, request),
+            name=f"{self.running} {session.info.id}", group="compaction", thread=True,
             exit_on_error=False,
         )
 
-    def _compaction_worker(self, session: Session, request: PassRequest) -> None:
+    def _work(self, session: Session, request: PassRequest) -> None:
         worker = get_current_worker()
         try:
             planned = abandonable(
@@ -98,36 +118,36 @@ class CompactionMixin:
             report = None
         finally:
             session.end_work()
-        self.post_message(PassLanded(session, request.kind, report, request.manual))  # type: ignore[attr-defined]
+        self._view.post_message(PassLanded(session, request.kind, report, request.manual))
 
-    async def on_trim_landed(self, event: TrimLanded) -> None:
+    async def trim_landed(self, event: TrimLanded) -> None:
         """The trim landed while the passes after it still run: show the transcript as it is."""
         if event.session is not self.session:
             return
         with self.session.lock:
             messages = list(self.session.conv.messages)
-        await self.messages.sync(messages)
-        self.refresh_status()
+        await self._view.messages.sync(messages)
+        self._view.refresh_status()
 
-    async def on_pass_landed(self, event: PassLanded) -> None:
+    async def landed(self, event: PassLanded) -> None:
         if event.session is not self.session:
             return
-        self.compaction = None
+        self.running = None
         report = event.report
-        self.last_outcome = report.outcome if report is not None else "error"
+        self.record(report)
         if not event.manual:  # /compact says how it went in its own note
             self._tell_failure(report)
         if report is not None and report.notice:
-            self.app.notify(report.notice, title="Compaction", timeout=15)
+            self._view.app.notify(report.notice, title="Compaction", timeout=15)
         with self.session.lock:
             messages = list(self.session.conv.messages)
-        await self.messages.sync(messages)
+        await self._view.messages.sync(messages)
         if event.manual:
             await self._batch_note(report)
-        following = self.pass_queue.finished()
+        following = self.queue.finished()
         if following is not None:
-            self._start_compaction(following)
-        self.refresh_status()
+            self._start(following)
+        self._view.refresh_status()
 
     def _tell_failure(self, report: PassReport | None) -> None:
         """A failed pass's reason and what to change, once until a pass goes through."""
@@ -138,26 +158,28 @@ class CompactionMixin:
             return
         if detail != self._failure_shown:
             self._failure_shown = detail
-            self.app.notify(detail, title=f"Compaction pass failed ({report.outcome})", severity="warning", timeout=15)
+            self._view.app.notify(detail, title=f"Compaction pass failed ({report.outcome})", severity="warning",
+                                  timeout=15)
 
     async def _batch_note(self, report: PassReport | None) -> None:
         """What ``/compact`` did."""
+        note = self._view.note
         if report is None:
-            await self.note("Compaction failed; details are in the log. The conversation is unchanged.",
-                            severity="error")
+            await note("Compaction failed; details are in the log. The conversation is unchanged.",
+                       severity="error")
             return
         fields = report.fields
         if report.outcome == "compressed":
-            await self.note(
+            await note(
                 f"Compacted: {fields.get('messages_before')} → {fields.get('messages_after')} messages, "
                 f"{fields.get('tokens_before'):,} → {fields.get('tokens_after'):,} tokens."
             )
         elif report.outcome == "nothing_to_absorb":
-            await self.note("Nothing to compact yet: everything is in the protected head or the recent tail.")
+            await note("Nothing to compact yet: everything is in the protected head or the recent tail.")
         else:
             failure = report.detail or fields.get("failure") or report.outcome
-            await self.note(f"Compaction did not apply ({report.outcome}: {failure}); the conversation is "
-                            "unchanged.", severity="warning")
+            await note(f"Compaction did not apply ({report.outcome}: {failure}); the conversation is "
+                       "unchanged.", severity="warning")
 
 
 def abandonable(plan: Callable[[], Any], *, cancelled: Callable[[], bool], poll: float = 0.1) -> Any:
