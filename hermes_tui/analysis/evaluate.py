@@ -132,8 +132,8 @@ def evaluate(
     result = EvalResult(
         transcript=transcript,
         summarizer=getattr(compactor.ctx.summarizer, "model_name", "?"),
-        mode=compactor.ctx.mode,
-        fact_guard=compactor.ctx.fact_guard,
+        mode=compactor.settings.micro_compact_mode,
+        fact_guard=compactor.settings.fact_guard,
         turns=turns,
         planted=len(planted),
         outcomes=outcomes,

@@ -20,7 +20,6 @@ import pytest
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.policy import MICRO, CompactionPolicy, Decision
-from hermes_tui.compaction.settings import CompactionSettings
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.session.passes import BATCH, BackgroundPasses
@@ -41,7 +40,7 @@ class QueueSession:
         self.in_flight = 0
         self.most_in_flight = 0
         self.tokens = UNDER  # the transcript's size; a batch brings it back to ``UNDER``
-        self.policy = CompactionPolicy(CompactionSettings(), ContextWindow(limit=10_000))
+        self.policy = CompactionPolicy(ContextWindow(limit=10_000))
         self._lock = threading.Lock()
 
     def begin_work(self) -> None:
