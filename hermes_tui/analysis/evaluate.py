@@ -48,7 +48,7 @@ from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.core.conversation import Conversation
-from hermes_tui.core.transcript import Message, wire_view
+from hermes_tui.core.transcript import MICRO, Message, wire_view
 from hermes_tui.util.untrusted import InputError, load_json
 
 # The planting and tracking live in fact_tracking; these names are part of this module's API.
@@ -116,7 +116,7 @@ def evaluate(
 
     def turn_done(number: int, total: int, reports: list[PassReport]) -> None:
         for report in reports:
-            key = report.outcome if report.kind == "micro" else f"batch {report.outcome}"
+            key = report.outcome if report.kind == MICRO else f"batch {report.outcome}"
             outcomes[key] = outcomes.get(key, 0) + 1
         before = tracker.passes
         if tracker.published(reports):

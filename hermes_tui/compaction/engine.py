@@ -30,8 +30,6 @@ from typing import Any
 from hermes_tui.compaction import telemetry
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
-from hermes_tui.compaction.policy import BATCH as BATCH_DUE
-from hermes_tui.compaction.policy import MICRO as MICRO_DUE
 from hermes_tui.compaction.policy import CompactionPolicy, Decision
 from hermes_tui.compaction.state import (
     ABSORBED,
@@ -56,7 +54,7 @@ from hermes_tui.compaction.window import head_end
 from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation, StaleSplice
 from hermes_tui.core.tokens import count_message, count_messages
-from hermes_tui.core.transcript import MICRO, Message
+from hermes_tui.core.transcript import BATCH, MICRO, Message
 
 log = logging.getLogger("hermes_tui.compaction")
 
@@ -160,16 +158,16 @@ class Compactor:
         if not self.settings.enabled:
             return reports
         over = conv.total_tokens > self.ctx.window.threshold_tokens
-        if decision.kind == MICRO_DUE or over:
+        if decision.kind == MICRO or over:
             reports += self.trim(conv, persist)
-        if decision.kind == MICRO_DUE:
+        if decision.kind == MICRO:
             micro = self.micro_passes(conv, decision, persist)
             if reports and not micro:  # the trim alone brought it under the mark
                 self.policy.landed(conv.total_tokens)
             reports += micro
-            if self.policy.after_splice(MICRO_DUE, conv.total_tokens) == BATCH_DUE:
+            if self.policy.after_splice(MICRO, conv.total_tokens) == BATCH:
                 reports.append(self.compress(conv, persist=persist))
-        elif decision.kind == BATCH_DUE and conv.total_tokens > self.ctx.window.threshold_tokens:
+        elif decision.kind == BATCH and conv.total_tokens > self.ctx.window.threshold_tokens:
             # (the trim before it may have been enough)
             reports.append(self.compress(conv, persist=persist))
         return reports
@@ -278,7 +276,7 @@ class Compactor:
 
     def compress(self, conv: Conversation, *, focus: str | None = None, persist: Persist | None = None) -> PassReport:
         """Batch compaction now (threshold crossed, or ``/compact``)."""
-        return self._run("batch", conv, persist, lambda: plan_batch(list(conv.messages), self.state, self.ctx, focus))
+        return self._run(BATCH, conv, persist, lambda: plan_batch(list(conv.messages), self.state, self.ctx, focus))
 
     def _run(self, kind: str, conv: Conversation, persist: Persist | None, plan) -> PassReport:
         started = time.perf_counter()

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from hermes_tui.compaction.state import ABSORBED, DEFRAG
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
+from hermes_tui.core.transcript import BATCH, MICRO
 
 log = logging.getLogger("hermes_tui.compaction")
 
 WATERMARK, PER_EXCHANGE, PER_TURN = "watermark", "per_exchange", "per_turn"
 POLICIES = (WATERMARK, PER_EXCHANGE, PER_TURN)
-MICRO, BATCH = "micro", "batch"
 # Bounds the passes of one splice, so a summarizer that never shrinks anything cannot
 # hold the chat for ever; the next exchange asks again.
 MAX_PASSES_AT_ONCE = 64

@@ -9,9 +9,10 @@ import dataclasses
 
 from helpers import ScriptedSummarizer, exchange, failing, make_compactor, user
 
-from hermes_tui.compaction.policy import BATCH, MICRO, CompactionPolicy
+from hermes_tui.compaction.policy import CompactionPolicy
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
+from hermes_tui.core.transcript import BATCH, MICRO
 
 LIMIT = 10_000  # threshold 8,000: high 6,800, low 4,400
 

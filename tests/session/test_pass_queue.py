@@ -19,10 +19,11 @@ import threading
 import pytest
 
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.compaction.policy import MICRO, CompactionPolicy, Decision
+from hermes_tui.compaction.policy import CompactionPolicy, Decision
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.window import ContextWindow
-from hermes_tui.session.passes import BATCH, BackgroundPasses
+from hermes_tui.core.transcript import BATCH, MICRO
+from hermes_tui.session.passes import BackgroundPasses
 
 GATE_S = 30  # bounds a hang only
 THRESHOLD = 8_000  # of the double's 10,000-token window
