@@ -40,9 +40,9 @@ from hermes_tui.analysis.fact_tracking import (
     FactTracker,
     Planted,
     Tracked,
-    _rate,
     content_words,
     plant,
+    retention,
 )
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
@@ -121,8 +121,8 @@ def evaluate(
         before = tracker.passes
         if tracker.published(reports):
             point = tracker.measure(compactor.state.summary, compactor.state.summary_tokens)
-            trajectory.append({"pass": point.passes, "all": _rate(point.kinds, ("all",)),
-                               "found": _rate(point.kinds, factlib.KINDS)})
+            trajectory.append({"pass": point.passes, "all": retention(point.kinds, ("all",)),
+                               "found": retention(point.kinds, factlib.KINDS)})
             taken.extend(replace(point, passes=c) for c in checkpoints if before < c <= point.passes)
         if on_turn is not None:
             on_turn(number, total, reports)
