@@ -130,7 +130,7 @@ class Watch(AgentListener):
         with session.lock:
             messages = list(session.conv.messages)
             tokens = session.conv.total_tokens
-        lag = waiting_exchanges(messages, compactor.ctx.protect_first_n, compactor.ctx.counter,
+        lag = waiting_exchanges(messages, compactor.settings.protect_first_n, compactor.ctx.counter,
                                 window.tail_token_budget)
         turn = self.turn_ref.get("turn")
         self.rows.append({"step": step, "tokens": tokens, "occupancy_pct": window.occupancy_pct(tokens),

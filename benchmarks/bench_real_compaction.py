@@ -57,7 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate
-from hermes_tui.analysis.fact_tracking import _rate
+from hermes_tui.analysis.fact_tracking import retention
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.checks import clean_summary, looks_like_instructions
@@ -158,8 +158,8 @@ def run_session(path: Path, summarizer, messages: int | None, context_limit: int
     run.wall_s = round(time.perf_counter() - started, 1)
     print(file=sys.stderr)
     run.answers = list(getattr(summarizer, "answers", []))
-    run.found = _rate(result.final.kinds, factlib.KINDS)
-    run.planted = _rate(result.final.kinds, (DECISION, OPEN_QUESTION))
+    run.found = retention(result.final.kinds, factlib.KINDS)
+    run.planted = retention(result.final.kinds, (DECISION, OPEN_QUESTION))
     return run
 
 

@@ -150,7 +150,7 @@ def replay_session(path: Path, mode: str, context_limit: int) -> dict[str, Any]:
         "pass_ms_max": max(durations) if durations else None,
         "max_backlog_exchanges": max((t["backlog_exchanges"] for t in turns), default=0),
         "max_backlog_tokens": max((t["backlog_tokens"] for t in turns), default=0),
-        "batch_causes": batch_causes(turns, compactor.ctx.defrag_threshold_tokens),
+        "batch_causes": batch_causes(turns, compactor.settings.micro_compact_defrag_threshold_tokens),
         "rows": rows,
         "per_turn": turns,
     }

@@ -14,13 +14,15 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
+from typing import Any
 
-from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.sizing import instant
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message
@@ -107,34 +109,36 @@ def make_compactor(
     micro: bool = True,
     policy: str = "per_exchange",
     trim: bool = True,
+    mode: str = "merge",
+    fact_guard: bool = False,
+    **settings: Any,
 ) -> tuple[Compactor, Conversation]:
-    """A compactor for tests of the passes themselves: by default a pass after every exchange."""
+    """A compactor for tests of the passes themselves: by default a pass after every exchange.
+
+    ``settings``: other keys of the ``compression`` section (the schema's defaults otherwise).
+    """
     counter = EstimateCounter()
-    settings = CompactionSettings(
+    compression = CompressionConfig(
         protect_first_n=protect_first_n,
         target_ratio=target_ratio,
         micro_compact=micro,
         micro_compact_every_n_turns=every_n_turns,
         micro_compact_defrag_threshold_tokens=defrag_threshold,
-        # The engine's plain pass: the scripted summaries here are whole summaries (merge), and
-        # no Facts section; append mode and the fact guard have tests of their own.
-        micro_compact_mode="merge",
-        fact_guard=False,
+        # By default the engine's plain pass: the scripted summaries here are whole summaries
+        # (merge), and no Facts section; append mode and the fact guard have tests of their own.
+        micro_compact_mode=mode,
+        fact_guard=fact_guard,
         policy=policy,
         trim=trim,
+        **settings,
     )
-    window = ContextWindow(limit=limit, threshold=settings.threshold, target_ratio=target_ratio)
     ctx = PassContext(
         summarizer=summarizer or ScriptedSummarizer(),
         counter=counter,
-        window=window,
-        protect_first_n=protect_first_n,
-        defrag_threshold_tokens=defrag_threshold,
-        mode=settings.micro_compact_mode,
-        fact_guard=settings.fact_guard,
+        window=ContextWindow(limit=limit, settings=compression),
         speed=INSTANT,
     )
-    return Compactor(ctx, settings, session_id="test"), Conversation(counter=counter)
+    return Compactor(ctx, session_id="test"), Conversation(counter=counter)
 
 
 def user_texts(messages: list[Message]) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +71,14 @@ def test_the_readme_names_the_one_fallback_window():
 
 
 def engine_values(compactor: Compactor) -> dict[str, list[Any]]:
-    """Every copy of a config value the engine holds, by the config key it comes from."""
-    values = {f"compression.{f.name}": [getattr(compactor.settings, f.name)] for f in fields(compactor.settings)}
+    """Every config value the engine holds, by the config key it comes from.
+
+    The ``compression`` section is one object, read by the passes, their window and the
+    policy alike; the compression model's cap is the one value the pass holds itself.
+    """
     ctx = compactor.ctx
-    values["compression.threshold"].append(ctx.window.threshold)
-    values["compression.target_ratio"].append(ctx.window.target_ratio)
-    values["compression.protect_first_n"].append(ctx.protect_first_n)
-    values["compression.micro_compact_defrag_threshold_tokens"].append(ctx.defrag_threshold_tokens)
-    values["compression.micro_compact_mode"].append(ctx.mode)
-    values["compression.fact_guard"].append(ctx.fact_guard)
+    assert compactor.settings is ctx.settings is ctx.window.settings is compactor.policy.settings
+    values = {f"compression.{name}": [getattr(ctx.settings, name)] for name in type(ctx.settings).model_fields}
     values["auxiliary.compression.max_tokens"] = [ctx.max_tokens_cap]
     return values
 

@@ -40,15 +40,15 @@ from hermes_tui.analysis.fact_tracking import (
     FactTracker,
     Planted,
     Tracked,
-    _rate,
     content_words,
     plant,
+    retention,
 )
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.core.conversation import Conversation
-from hermes_tui.core.transcript import Message, wire_view
+from hermes_tui.core.transcript import MICRO, Message, wire_view
 from hermes_tui.util.untrusted import InputError, load_json
 
 # The planting and tracking live in fact_tracking; these names are part of this module's API.
@@ -116,13 +116,13 @@ def evaluate(
 
     def turn_done(number: int, total: int, reports: list[PassReport]) -> None:
         for report in reports:
-            key = report.outcome if report.kind == "micro" else f"batch {report.outcome}"
+            key = report.outcome if report.kind == MICRO else f"batch {report.outcome}"
             outcomes[key] = outcomes.get(key, 0) + 1
         before = tracker.passes
         if tracker.published(reports):
             point = tracker.measure(compactor.state.summary, compactor.state.summary_tokens)
-            trajectory.append({"pass": point.passes, "all": _rate(point.kinds, ("all",)),
-                               "found": _rate(point.kinds, factlib.KINDS)})
+            trajectory.append({"pass": point.passes, "all": retention(point.kinds, ("all",)),
+                               "found": retention(point.kinds, factlib.KINDS)})
             taken.extend(replace(point, passes=c) for c in checkpoints if before < c <= point.passes)
         if on_turn is not None:
             on_turn(number, total, reports)
@@ -132,8 +132,8 @@ def evaluate(
     result = EvalResult(
         transcript=transcript,
         summarizer=getattr(compactor.ctx.summarizer, "model_name", "?"),
-        mode=compactor.ctx.mode,
-        fact_guard=compactor.ctx.fact_guard,
+        mode=compactor.settings.micro_compact_mode,
+        fact_guard=compactor.settings.fact_guard,
         turns=turns,
         planted=len(planted),
         outcomes=outcomes,

@@ -123,7 +123,9 @@ class Checkpoint:
                 "kinds": _with_rates(self.kinds), "early": _with_rates(self.early)}
 
 
-def _rate(kinds: dict[str, dict[str, int]], keys: tuple[str, ...]) -> float | None:
+def retention(kinds: dict[str, dict[str, int]], keys: tuple[str, ...]) -> float | None:
+    """The share of the facts of the kinds ``keys`` that the summary still holds (a
+    ``Checkpoint``'s ``kinds`` or ``early``); None when none of them was absorbed."""
     total = sum(kinds[k]["total"] for k in keys)
     return sum(kinds[k]["present"] for k in keys) / total if total else None
 

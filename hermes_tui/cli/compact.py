@@ -11,7 +11,7 @@ from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, Config
 from hermes_tui.core.conversation import Conversation
-from hermes_tui.core.transcript import dump_transcript, read_transcript
+from hermes_tui.core.transcript import BATCH, MICRO, dump_transcript, read_transcript
 from hermes_tui.hermes_agent.sessions import read_transcript_file
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.session.speeds import KeptSpeed
@@ -129,15 +129,15 @@ def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) 
 
 
 def result_line(result: ReplayResult, occupancy: float | None, messages: int) -> str:
-    micro = [r for r in result.reports if r.kind == "micro"]
+    micro = [r for r in result.reports if r.kind == MICRO]
     outcomes: dict[str, int] = {}
     for report in micro:
         outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
     mix = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items())) or "none"
     failures = sorted({r.fields.get("failure") for r in result.reports if r.fields.get("failure")})
     occ = f"{occupancy:.1f}% of threshold" if occupancy is not None else "unknown (no context limit)"
-    failed_batches = result.count("failed", "batch")
-    batches = f"batch compactions {result.count('compressed', 'batch')}" + (
+    failed_batches = result.count("failed", BATCH)
+    batches = f"batch compactions {result.count('compressed', BATCH)}" + (
         f" ({failed_batches} failed)" if failed_batches else ""
     )
     lines = [
@@ -186,7 +186,7 @@ def run_demo(args: argparse.Namespace) -> int:
     )
     result = replay(messages, conv, compactor, turns="step", on_turn=progress_dots)
     print()
-    rows = trajectory([r.fields for r in result.reports if r.kind == "micro"])
+    rows = trajectory([r.fields for r in result.reports if r.kind == MICRO])
     step = max(1, len(rows) // 12)
     print("\n".join(format_trajectory(rows[::step] + ([rows[-1]] if rows and (len(rows) - 1) % step else []))))
     print()

@@ -45,7 +45,7 @@ BATCH_OUTPUT_RATIO = 0.5
 
 def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, focus: str | None = None) -> PassResult:
     started = time.perf_counter()
-    head = head_end(messages, ctx.protect_first_n)
+    head = head_end(messages, ctx.settings.protect_first_n)
     tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
     read = {i: marker for i, m in enumerate(messages) if (marker := read_marker(m)) is not None}
     markers = sorted(read)

@@ -30,10 +30,7 @@ from typing import Any
 from hermes_tui.compaction import telemetry
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
-from hermes_tui.compaction.policy import BATCH as BATCH_DUE
-from hermes_tui.compaction.policy import MICRO as MICRO_DUE
 from hermes_tui.compaction.policy import CompactionPolicy, Decision
-from hermes_tui.compaction.settings import CompactionSettings
 from hermes_tui.compaction.state import (
     ABSORBED,
     DEFRAG,
@@ -54,9 +51,10 @@ from hermes_tui.compaction.state import (
 )
 from hermes_tui.compaction.trim import TRIM, TRIMMED, TrimResult, plan_trim
 from hermes_tui.compaction.window import head_end
+from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation, StaleSplice
 from hermes_tui.core.tokens import count_message, count_messages
-from hermes_tui.core.transcript import MICRO, Message
+from hermes_tui.core.transcript import BATCH, MICRO, Message
 
 log = logging.getLogger("hermes_tui.compaction")
 
@@ -131,21 +129,18 @@ def trim_counted(state: MicroState, result: PassResult) -> MicroState:
 
 
 class Compactor:
-    def __init__(
-        self,
-        ctx: PassContext,
-        settings: CompactionSettings,
-        *,
-        session_id: str = "",
-        main_model: str | None = None,
-    ):
+    def __init__(self, ctx: PassContext, *, session_id: str = "", main_model: str | None = None):
         self.ctx = ctx
-        self.settings = settings
         self.session_id = session_id
         self.main_model = main_model
         self.state = MicroState()
-        self.policy = CompactionPolicy(settings, ctx.window)
+        self.policy = CompactionPolicy(ctx.window)
         self.batch_compactions = 0
+
+    @property
+    def settings(self) -> CompressionConfig:
+        """The ``compression`` section the passes read (their window's)."""
+        return self.ctx.settings
 
     # --- the turn hook ------------------------------------------------------------
     def decide(self, conv: Conversation, *, turn_ended: bool = True) -> Decision:
@@ -163,16 +158,16 @@ class Compactor:
         if not self.settings.enabled:
             return reports
         over = conv.total_tokens > self.ctx.window.threshold_tokens
-        if decision.kind == MICRO_DUE or over:
+        if decision.kind == MICRO or over:
             reports += self.trim(conv, persist)
-        if decision.kind == MICRO_DUE:
+        if decision.kind == MICRO:
             micro = self.micro_passes(conv, decision, persist)
             if reports and not micro:  # the trim alone brought it under the mark
                 self.policy.landed(conv.total_tokens)
             reports += micro
-            if self.policy.after_splice(MICRO_DUE, conv.total_tokens) == BATCH_DUE:
+            if self.policy.after_splice(MICRO, conv.total_tokens) == BATCH:
                 reports.append(self.compress(conv, persist=persist))
-        elif decision.kind == BATCH_DUE and conv.total_tokens > self.ctx.window.threshold_tokens:
+        elif decision.kind == BATCH and conv.total_tokens > self.ctx.window.threshold_tokens:
             # (the trim before it may have been enough)
             reports.append(self.compress(conv, persist=persist))
         return reports
@@ -187,7 +182,7 @@ class Compactor:
             return None
         started = time.perf_counter()
         result = plan_trim(
-            messages, self.ctx.counter, protect_first_n=self.ctx.protect_first_n,
+            messages, self.ctx.counter, protect_first_n=self.settings.protect_first_n,
             tail_budget=self.ctx.window.tail_token_budget, threshold_tokens=self.settings.trim_threshold_tokens,
             state=self.state, window_tokens=self.ctx.window.threshold_tokens, total_tokens=total_tokens,
         )
@@ -281,7 +276,7 @@ class Compactor:
 
     def compress(self, conv: Conversation, *, focus: str | None = None, persist: Persist | None = None) -> PassReport:
         """Batch compaction now (threshold crossed, or ``/compact``)."""
-        return self._run("batch", conv, persist, lambda: plan_batch(list(conv.messages), self.state, self.ctx, focus))
+        return self._run(BATCH, conv, persist, lambda: plan_batch(list(conv.messages), self.state, self.ctx, focus))
 
     def _run(self, kind: str, conv: Conversation, persist: Persist | None, plan) -> PassReport:
         started = time.perf_counter()
@@ -350,8 +345,8 @@ class Compactor:
         """The normalized cursor: from memory when valid, else recovered from the transcript."""
         state = self.state
         if not cursor_is_valid(messages, state):
-            state = recover_state(messages, head_end(messages, self.ctx.protect_first_n), state)
-        return normalize_cursor(messages, max(state.cursor or 0, head_end(messages, self.ctx.protect_first_n)))
+            state = recover_state(messages, head_end(messages, self.settings.protect_first_n), state)
+        return normalize_cursor(messages, max(state.cursor or 0, head_end(messages, self.settings.protect_first_n)))
 
     @property
     def rolling_summary(self) -> str:
@@ -401,7 +396,7 @@ class Compactor:
                 tokens_saved_total=self.state.tokens_saved_total,
                 cached_tokens=stats.get("cached_tokens"),
                 summarizer_ms=stats.get("summarizer_ms"),
-                mode=self.ctx.mode,
+                mode=self.settings.micro_compact_mode,
                 facts_kept=stats.get("facts_kept"),
                 facts_added=stats.get("facts_added"),
                 # Who wrote what was absorbed, and why the model's answers were not taken (reasons only).

@@ -43,8 +43,7 @@ from hermes_tui.compaction.state import (
 from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError, runs_a_model
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
-from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
-from hermes_tui.config import AuxiliaryCompressionConfig
+from hermes_tui.config import AuxiliaryCompressionConfig, CompressionConfig
 from hermes_tui.core.conversation import Splice
 from hermes_tui.core.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.core.transcript import MICRO, Message, exchange_end, make_marker
@@ -62,19 +61,18 @@ PRESSURE_SHARE = 0.75
 
 @dataclass(frozen=True)
 class PassContext:
-    """Everything a pass reads besides the transcript and the state."""
+    """Everything a pass reads besides the transcript and the state.
+
+    The ``compression`` section is the window's (``settings``): one object, so the pass and
+    the window it measures with cannot disagree on a value.
+    """
 
     summarizer: Summarizer
     counter: TokenCounter
     window: ContextWindow
-    # Defaults: the config schema's (compression.*, auxiliary.compression.max_tokens).
-    protect_first_n: int = _DEFAULTS.protect_first_n
-    defrag_threshold_tokens: int = _DEFAULTS.micro_compact_defrag_threshold_tokens
+    # Defaults: the config schema's (auxiliary.compression.max_tokens, .timeout below).
     max_tokens_cap: int | None = AuxiliaryCompressionConfig().max_tokens
     pressure_share: float | None = PRESSURE_SHARE  # None: defrag on summary size only, as the spec
-    mode: str = _DEFAULTS.micro_compact_mode
-    fact_guard: bool = _DEFAULTS.fact_guard
-    user_verbatim_tokens: int | None = _DEFAULTS.user_verbatim_tokens  # None: user_floor's share of the threshold
     # Append mode: a step under this many tokens gets its deterministic notes without a model
     # call: notes about it would save next to nothing, and a small local model takes 5-40 s.
     notes_below_tokens: int = 0
@@ -89,12 +87,16 @@ class PassContext:
             object.__setattr__(self, "speed", speed_for(self.summarizer))
 
     @property
+    def settings(self) -> CompressionConfig:
+        return self.window.settings
+
+    @property
     def facts_budget_tokens(self) -> int:
-        return int(FACTS_BUDGET_SHARE * self.defrag_threshold_tokens)
+        return int(FACTS_BUDGET_SHARE * self.settings.micro_compact_defrag_threshold_tokens)
 
     @property
     def user_floor_tokens(self) -> int:
-        return user_floor.verbatim_budget(self.window, self.user_verbatim_tokens)
+        return user_floor.verbatim_budget(self.window, self.settings.user_verbatim_tokens)
 
     @property
     def quote_budget_tokens(self) -> int:
@@ -107,7 +109,7 @@ def plan_micro_pass(
     """Plan one pass. ``total_tokens`` (the transcript's, kept by Conversation) enables the
     pressure trigger without recounting the transcript."""
     started = time.perf_counter()
-    head = head_end(messages, ctx.protect_first_n)
+    head = head_end(messages, ctx.settings.protect_first_n)
     tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
     if not cursor_is_valid(messages, state):
         state = recover_state(messages, head, state)
@@ -148,7 +150,7 @@ def _defrag_reason(
     facts_tokens = ctx.counter.count_text(facts.render_section(state.facts)) if state.facts else 0
     # The quotes have their own budget, and a defrag cannot shrink them.
     quote_tokens = user_floor.section_tokens(ctx.counter, state.quotes)
-    if state.summary_tokens - facts_tokens - quote_tokens > ctx.defrag_threshold_tokens:
+    if state.summary_tokens - facts_tokens - quote_tokens > ctx.settings.micro_compact_defrag_threshold_tokens:
         return "summary_size"
     if ctx.pressure_share is None or total_tokens is None or not state.summary:
         # No summary yet: the first pass absorbs. A defrag of nothing but the middle is a
@@ -186,7 +188,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     # asks more strictly for less (and a pass that failed before starts there). A step too
     # small for notes to save anything gets its deterministic notes without a model call.
     first = 1 if state.failing_id == exchange[0].id else 0
-    if ctx.mode == APPEND and exchange_tokens < ctx.notes_below_tokens:
+    if ctx.settings.micro_compact_mode == APPEND and exchange_tokens < ctx.notes_below_tokens:
         first = ATTEMPTS
     for attempt in range(first, ATTEMPTS):
         try:
@@ -252,7 +254,7 @@ def _ask(
     replaced_tokens: int, scaffold: int, *, strict: bool, stats: dict,
 ) -> _Reply:
     """One call of the model on the exchange, and its answer judged."""
-    append = ctx.mode == APPEND
+    append = ctx.settings.micro_compact_mode == APPEND
     request = SummaryRequest("append" if append else "absorb", body, redacted, strict=strict)
     max_tokens = generation_budget(ctx, exchange_tokens if append else replaced_tokens, notes=append)
     completion = run_summarizer(ctx.summarizer, request, max_tokens=max_tokens, speed=ctx.speed)
@@ -287,7 +289,7 @@ def _read_reply(
     """
     text = redact(checks.clean_summary(completion.text))
     finish_reason = completion.finish_reason
-    if ctx.mode == APPEND:
+    if ctx.settings.micro_compact_mode == APPEND:
         if finish_reason == "length" and "\n" in text.strip():
             text, finish_reason = text.strip().rsplit("\n", 1)[0], "stop"  # the last line is the cut one
         added = checks.new_lines(text, body)
@@ -314,7 +316,7 @@ def _scaffold_tokens(ctx: PassContext) -> int:
 
 def _split(ctx: PassContext, text: str) -> tuple[str, list[facts.Fact]]:
     """The model's text, and the Facts section it carried over (only the guard reads one)."""
-    return facts.split_section(text) if ctx.fact_guard else (text, [])
+    return facts.split_section(text) if ctx.settings.fact_guard else (text, [])
 
 
 def _guard(
@@ -322,7 +324,7 @@ def _guard(
 ) -> tuple[str, list[facts.Fact]]:
     """The summary with its Facts section: the facts of ``absorbed`` (and those carried
     over) that ``body`` does not hold, newest first within the budget and ``limit_tokens``."""
-    if not ctx.fact_guard:
+    if not ctx.settings.fact_guard:
         return body, []
     # Every fact passes the checks again, wherever it came from: what the state carried
     # may have been recovered from an imported marker.
@@ -345,7 +347,7 @@ def _facts_oldest_first(messages: list[Message]) -> list[facts.Fact]:
 
 
 def _fact_stats(ctx: PassContext, state: MicroState, kept: list[facts.Fact]) -> dict:
-    if not ctx.fact_guard:
+    if not ctx.settings.fact_guard:
         return {}
     before = {value for _, value in state.facts}
     return {"facts_kept": len(kept), "facts_added": sum(1 for _, value in kept if value not in before)}
@@ -476,7 +478,7 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
     consolidated, _ = _split(ctx, text)  # the Facts section stays the engine's, as it was
     rest = "\n".join(lines[len(piece):])
     new_body = f"{consolidated}\n{rest}" if rest else consolidated
-    summary = user_floor.compose(state.quotes, facts.compose(new_body, state.facts) if ctx.fact_guard else new_body)
+    summary = user_floor.compose(state.quotes, facts.compose(new_body, state.facts) if ctx.settings.fact_guard else new_body)
     summary_tokens = ctx.counter.count_text(summary)
     marker = _marker(summary, summary_tokens, [], state, list(state.facts), ctx)
     splice = Splice(((state.marker_index, state.marker_id),), marker, (messages[state.marker_index],))
@@ -524,7 +526,7 @@ def _marker(
         "summary_tokens": summary_tokens,
         "passes_total": state.passes_total + 1,
     }
-    if ctx.fact_guard:
+    if ctx.settings.fact_guard:
         extra["facts"] = [list(fact) for fact in kept]  # so a resume knows where the section starts
     extra.update(floor_meta(state))
     return make_marker(MICRO, summary, covers=covers, extra=extra)

@@ -28,15 +28,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from hermes_tui.compaction.settings import CompactionSettings
 from hermes_tui.compaction.state import ABSORBED, DEFRAG
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
+from hermes_tui.core.transcript import BATCH, MICRO
 
 log = logging.getLogger("hermes_tui.compaction")
 
 WATERMARK, PER_EXCHANGE, PER_TURN = "watermark", "per_exchange", "per_turn"
 POLICIES = (WATERMARK, PER_EXCHANGE, PER_TURN)
-MICRO, BATCH = "micro", "batch"
 # Bounds the passes of one splice, so a summarizer that never shrinks anything cannot
 # hold the chat for ever; the next exchange asks again.
 MAX_PASSES_AT_ONCE = 64
@@ -63,12 +63,16 @@ class Decision:
 
 
 class CompactionPolicy:
-    def __init__(self, settings: CompactionSettings, window: ContextWindow):
-        self.settings = settings
+    def __init__(self, window: ContextWindow):
         self.window = window
         self.exchanges = 0  # completed exchanges counted: the one counter
         self._waiting = 0  # exchanges (per_exchange) or turns (per_turn) since the last pass
         self._landed_at: int | None = None  # the transcript's tokens after the last splice
+
+    @property
+    def settings(self) -> CompressionConfig:
+        """The ``compression`` section: the window's, as the passes read it."""
+        return self.window.settings
 
     @property
     def name(self) -> str:

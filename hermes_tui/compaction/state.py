@@ -59,7 +59,7 @@ class MicroState:
 class PassResult:
     """What a pass decided. Nothing is applied until the compactor publishes it."""
 
-    kind: str                           # "micro" | "batch"
+    kind: str                           # MICRO | BATCH (core.transcript), or trim.TRIM
     outcome: str
     state: MicroState                   # the state to adopt if the result is published
     splice: Splice | None = None

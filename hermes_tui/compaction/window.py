@@ -5,21 +5,25 @@ Compaction only ever works between ``head_end`` and ``tail_start``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hermes_tui.config import COMPRESSION_DEFAULTS as _DEFAULTS
-from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
+from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, CompressionConfig
 from hermes_tui.core.tokens import TokenCounter, count_message
 from hermes_tui.core.transcript import Message, group_end, group_start
 
 
 @dataclass
 class ContextWindow:
-    """A model's context window: ``limit`` is None until resolved."""
+    """A model's context window (``limit`` is None until resolved) and the ``compression``
+    section of the config that sets the threshold and the tail in it.
+
+    ``settings`` is the section object itself, not a copy of its values: the pass, the policy
+    and the compactor all read it through this window, so a value has one copy from the
+    config file to the pass, and its default is the schema's.
+    """
 
     limit: int | None
-    threshold: float = _DEFAULTS.threshold
-    target_ratio: float = _DEFAULTS.target_ratio
+    settings: CompressionConfig = field(default_factory=CompressionConfig)
 
     @property
     def effective_limit(self) -> int:
@@ -28,17 +32,17 @@ class ContextWindow:
 
     @property
     def threshold_tokens(self) -> int:
-        return int(self.effective_limit * self.threshold)
+        return int(self.effective_limit * self.settings.threshold)
 
     @property
     def tail_token_budget(self) -> int:
-        return int(self.threshold_tokens * self.target_ratio)
+        return int(self.threshold_tokens * self.settings.target_ratio)
 
     def occupancy_pct(self, tokens: int) -> float | None:
         """``tokens`` as a share of the threshold; None while the window is unresolved."""
         if self.limit is None:
             return None
-        return round(100.0 * tokens / int(self.limit * self.threshold), 1)
+        return round(100.0 * tokens / int(self.limit * self.settings.threshold), 1)
 
 
 def head_end(messages: list[Message], protect_first_n: int) -> int:

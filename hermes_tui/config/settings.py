@@ -2,7 +2,8 @@
 
 The schema is a tree of sections (``schema.Section``), strict on purpose: ``threshold: "0.5"`` or
 ``protect_first_n: 2.0`` is a mistake to point at, not a value to guess at. Its defaults are
-the only ones: the engine's settings objects take theirs from here. Reading the file is
+the only ones: compaction reads the ``compression`` section object itself (a
+``ContextWindow``'s ``settings``), never a copy with defaults of its own. Reading the file is
 ``config.load``, writing it ``config.write``, the one-line problems ``config.problems``.
 """
 
@@ -450,5 +451,6 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-# The schema's compression defaults as one object: the engine's own settings take theirs from it.
+# The schema's compression defaults as one object, for a default read at import (trim.py's
+# threshold). Shared: never to be changed in place.
 COMPRESSION_DEFAULTS = CompressionConfig()

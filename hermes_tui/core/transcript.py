@@ -28,6 +28,8 @@ ROLES = ("system", "user", "assistant", "tool")
 MARKER_HEADER = "[Context summary: earlier assistant work and tool results, condensed. User messages are kept verbatim.]"
 MARKER_FOOTER = "[End of context summary]"
 
+# The two kinds of compaction pass, and of the marker each leaves: the one definition, which
+# the policy, the engine, the pass queues, the CLI and the app import.
 MICRO = "micro"
 BATCH = "batch"
 MARKER_KINDS = (MICRO, BATCH)

@@ -59,7 +59,7 @@ from hermes_tui.compaction.trim import cut
 from hermes_tui.core.transcript import Message
 from hermes_tui.session import system_prompt
 from hermes_tui.session.fit import FitListener
-from hermes_tui.session.passes import BATCH, MICRO, BackgroundPasses
+from hermes_tui.session.passes import BackgroundPasses
 from hermes_tui.session.session import usage_meta
 from hermes_tui.tools.approval import (
     REPEAT_LIMIT,
@@ -533,7 +533,7 @@ class AgentTurn:
     def _exchange_completed(self, *, turn_ended: bool) -> None:
         due = self.session.exchange_completed(turn_ended=turn_ended).kind
         if due is not None:
-            self.passes.request(MICRO if due == "micro" else BATCH)
+            self.passes.request(due)  # MICRO or BATCH
 
     def _catch_up(self, cancel: threading.Event) -> None:
         """Over the threshold while passes are in flight, wait for them: a model faster than

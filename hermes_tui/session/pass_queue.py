@@ -31,7 +31,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hermes_tui.compaction.policy import BATCH, MICRO, Decision
+from hermes_tui.compaction.policy import Decision
+from hermes_tui.core.transcript import BATCH, MICRO
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.compaction.state import PassResult
+from hermes_tui.core.transcript import MICRO
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
 from hermes_tui.util.logs import get_logger
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = get_logger("passes")
 
-__all__ = ["BATCH", "MICRO", "BackgroundPasses"]
+__all__ = ["BackgroundPasses"]
 
 
 class BackgroundPasses:

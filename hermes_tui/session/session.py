@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from hermes_tui.chat.client import CANCELLED, ChatClient, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.compaction.batch import plan_batch
 from hermes_tui.compaction.engine import Compactor, PassReport
-from hermes_tui.compaction.policy import MICRO, Decision
+from hermes_tui.compaction.policy import Decision
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.trim import TrimResult
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation, Replacement
 from hermes_tui.core.tokens import count_message
-from hermes_tui.core.transcript import SYSTEM_PROMPT, Message, wire_view
+from hermes_tui.core.transcript import MICRO, SYSTEM_PROMPT, Message, wire_view
 from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
 from hermes_tui.session import chat_telemetry
 from hermes_tui.session.fit import FitListener, FitState, guarded_stream
@@ -333,12 +333,12 @@ class Session:
             return self.due
 
     def due_compaction(self) -> str | None:
-        """What the last completed exchange made due: ``"micro"``, ``"batch"`` or None."""
+        """What the last completed exchange made due: MICRO, BATCH or None."""
         return self.due.kind if self.due is not None else None
 
     def after_splice(self, kind: str) -> str | None:
         """What follows a pass of ``kind`` that has just ended (the policy's rule, on the
-        transcript now): ``"batch"`` or None. A plain read, as ``over_threshold``."""
+        transcript now): BATCH or None. A plain read, as ``over_threshold``."""
         return self.compactor.policy.after_splice(kind, self.conv.total_tokens)
 
     def plan_pass(self) -> list[PassResult]:

@@ -4,11 +4,10 @@ configured MCP servers started in the background."""
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.micro import PRESSURE_SHARE, PassContext
 from hermes_tui.compaction.policy import WATERMARK
 from hermes_tui.compaction.summarizer import Summarizer
@@ -64,11 +63,6 @@ def make_counter(config: Config) -> TokenCounter:
     return EstimateCounter()
 
 
-def compaction_settings(compression: CompressionConfig) -> CompactionSettings:
-    """The engine's copy of the ``compression`` section: every field of the same name."""
-    return CompactionSettings(**{f.name: getattr(compression, f.name) for f in fields(CompactionSettings)})
-
-
 def build_compactor(
     compression: CompressionConfig,
     *,
@@ -81,27 +75,19 @@ def build_compactor(
     session_id: str = "",
     main_model: str | None = None,
 ) -> Compactor:
-    """A compactor from one ``compression`` section: the one place its values reach the engine."""
-    settings = compaction_settings(compression)
-    window = ContextWindow(
-        limit=context_limit, threshold=settings.threshold, target_ratio=settings.target_ratio,
-    )
+    """A compactor reading one ``compression`` section: the section itself is its window's
+    settings, which the passes and the policy read, so no value is copied on the way."""
     ctx = PassContext(
         summarizer=summarizer,
         counter=counter,
-        window=window,
-        protect_first_n=settings.protect_first_n,
-        defrag_threshold_tokens=settings.micro_compact_defrag_threshold_tokens,
+        window=ContextWindow(limit=context_limit, settings=compression),
         max_tokens_cap=max_tokens_cap,
         **({} if timeout_s is None else {"timeout_s": timeout_s}),
         # The watermark policy folds a backlog with passes back to back, one exchange each: a
         # defrag of the whole middle in one call is what a small model cannot finish in time.
-        pressure_share=None if settings.policy == WATERMARK else pressure_share,
-        mode=settings.micro_compact_mode,
-        fact_guard=settings.fact_guard,
-        user_verbatim_tokens=settings.user_verbatim_tokens,
+        pressure_share=None if compression.policy == WATERMARK else pressure_share,
     )
-    return Compactor(ctx, settings, session_id=session_id, main_model=main_model)
+    return Compactor(ctx, session_id=session_id, main_model=main_model)
 
 
 def make_compactor(
@@ -165,7 +151,7 @@ def open_session(
     if messages:
         # Now rather than at the first pass, so /usage and the status bar show the resumed
         # session's summary, passes and tokens saved from the start.
-        compactor.state = recover_state(messages, head_end(messages, compactor.ctx.protect_first_n), compactor.state)
+        compactor.state = recover_state(messages, head_end(messages, compactor.settings.protect_first_n), compactor.state)
     stored = load_counters(store, info.id) if session_id else None
     if stored is not None and stored[0] >= compactor.state.passes_total:
         # Passes after the newest marker (failed ones write none) are counted here only.

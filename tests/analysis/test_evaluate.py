@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -45,8 +44,8 @@ def transcript(n: int = 30) -> list[Message]:
 
 
 def compactor_for(script, *, guard: bool, mode: str = "append"):
-    compactor, conv = make_compactor(ScriptedSummarizer(script), limit=200_000, target_ratio=0.02)
-    compactor.ctx = dataclasses.replace(compactor.ctx, mode=mode, fact_guard=guard)
+    compactor, conv = make_compactor(ScriptedSummarizer(script), limit=200_000, target_ratio=0.02, mode=mode,
+                                     fact_guard=guard)
     return compactor, conv
 
 

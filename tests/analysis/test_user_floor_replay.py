@@ -118,7 +118,7 @@ def floor_replay():
         after.append(conv.total_tokens)
         if conv.total_tokens > compactor.ctx.window.threshold_tokens:
             now = list(conv.messages)
-            middle = now[head_end(now, compactor.ctx.protect_first_n):
+            middle = now[head_end(now, compactor.settings.protect_first_n):
                          tail_start(now, counter, compactor.ctx.window.tail_token_budget)]
             foldable = count_messages(counter, [m for m in middle if not m.is_marker and m.role != "user"])
             over.append((conv.total_tokens, foldable, [r.outcome for r in reports if r.kind == "batch"]))

@@ -24,8 +24,8 @@ DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "
 
 def appending(summarizer, *, guard: bool = False, **kw):
     """Append mode; every step goes to the summarizer, however small (the test's steps are)."""
-    compactor, conv = make_compactor(summarizer, **kw)
-    compactor.ctx = dataclasses.replace(compactor.ctx, mode="append", fact_guard=guard, notes_below_tokens=0)
+    compactor, conv = make_compactor(summarizer, mode="append", fact_guard=guard, **kw)
+    compactor.ctx = dataclasses.replace(compactor.ctx, notes_below_tokens=0)
     return compactor, conv
 
 
@@ -78,8 +78,7 @@ def test_generation_is_budgeted_by_the_exchange_not_the_summary():
     append = Counting(lambda r: big if not r.summary else "- one more.")
     budgets = {}
     for mode, summarizer in (("merge", merge), ("append", append)):
-        compactor, conv = make_compactor(summarizer, defrag_threshold=5000, limit=200_000)
-        compactor.ctx = dataclasses.replace(compactor.ctx, mode=mode)
+        compactor, conv = make_compactor(summarizer, defrag_threshold=5000, limit=200_000, mode=mode)
         conv.extend(agent_session(exchanges=12, size=2000))
         assert compactor.micro_pass(conv).outcome == "absorbed"
         assert compactor.micro_pass(conv).outcome == "absorbed"
@@ -171,8 +170,8 @@ def test_append_and_merge_give_the_same_extractive_notes_on_a_real_session():
     messages = parse_transcript(DEMO_SESSION.read_text(encoding="utf-8"))[:70]
     summaries = {}
     for mode in ("merge", "append"):
-        compactor, conv = make_compactor(ExtractiveSummarizer(), limit=32_768, target_ratio=0.2, protect_first_n=3)
-        compactor.ctx = dataclasses.replace(compactor.ctx, mode=mode)
+        compactor, conv = make_compactor(ExtractiveSummarizer(), limit=32_768, target_ratio=0.2, protect_first_n=3,
+                                         mode=mode)
         replay(messages, conv, compactor, turns="step")
         summaries[mode] = compactor.rolling_summary
     # The same notes; append mode does not repeat a line the summary already holds.

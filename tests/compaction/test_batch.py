@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from helpers import (
     ScriptedSummarizer,
@@ -118,8 +116,8 @@ def test_a_batch_marker_that_costs_exactly_what_it_removes_is_rejected():
     """Batch runs because the window is full: a splice must shrink it. A marker that
     costs as much as the messages it removes is rejected as grown; one token less lands."""
     reply = {"text": ""}
-    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: reply["text"]), micro=False, target_ratio=0.1)
-    compactor.ctx = dataclasses.replace(compactor.ctx, user_verbatim_tokens=100_000)  # no user message folds
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: reply["text"]), micro=False, target_ratio=0.1,
+                                     user_verbatim_tokens=100_000)  # no user message folds
     conv.extend(agent_session(exchanges=12, size=60))
     counter = compactor.ctx.counter
     removed = batch.plan_batch(list(conv.messages), compactor.state, compactor.ctx).stats["absorbed_tokens"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -19,8 +18,7 @@ DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "
 
 
 def guarded(summarizer, *, mode: str = "merge", guard: bool = True, **kw):
-    compactor, conv = make_compactor(summarizer, **kw)
-    compactor.ctx = dataclasses.replace(compactor.ctx, mode=mode, fact_guard=guard)
+    compactor, conv = make_compactor(summarizer, mode=mode, fact_guard=guard, **kw)
     return compactor, conv
 
 

@@ -55,8 +55,7 @@ def session_with(*planted: Message, exchanges: int = 8) -> list[Message]:
 
 def compactor_for(messages: list[Message], *, fact_guard: bool = True, mode: str = "merge", **kwargs):
     summarizer = ScriptedSummarizer()  # echoes the summary it was given, plus one line
-    compactor, conv = make_compactor(summarizer, **kwargs)
-    compactor.ctx = dataclasses.replace(compactor.ctx, fact_guard=fact_guard, mode=mode)
+    compactor, conv = make_compactor(summarizer, fact_guard=fact_guard, mode=mode, **kwargs)
     conv.extend(messages)
     return compactor, conv, summarizer
 

@@ -9,15 +9,16 @@ import dataclasses
 
 from helpers import ScriptedSummarizer, exchange, failing, make_compactor, user
 
-from hermes_tui.compaction.policy import BATCH, MICRO, CompactionPolicy
-from hermes_tui.compaction.settings import CompactionSettings
+from hermes_tui.compaction.policy import CompactionPolicy
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
+from hermes_tui.core.transcript import BATCH, MICRO
 
 LIMIT = 10_000  # threshold 8,000: high 6,800, low 4,400
 
 
 def policy(**kw) -> CompactionPolicy:
-    return CompactionPolicy(CompactionSettings(**kw), ContextWindow(limit=LIMIT))
+    return CompactionPolicy(ContextWindow(limit=LIMIT, settings=CompressionConfig(**kw)))
 
 
 def test_watermark_waits_for_the_high_mark_then_asks_down_to_the_low_mark():

@@ -50,13 +50,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from window_oracle import expected_head_end, expected_tail_start
 
 from hermes_tui.compaction import facts, user_floor
-from hermes_tui.compaction.engine import CompactionSettings, Compactor
+from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter, count_message
 from hermes_tui.core.transcript import (
@@ -279,32 +280,31 @@ class CompactionMachine(RuleBasedStateMachine):
     )
     def setup(self, cfg, system, first, opening, leak):
         self.counter = EstimateCounter()
-        self.settings = CompactionSettings(
+        # Unchecked (model_copy): the drawn defrag thresholds go under the schema's floor of 100
+        # on purpose, so that defrags come often.
+        self.settings = CompressionConfig().model_copy(update=dict(
             target_ratio=cfg["target_ratio"],
             protect_first_n=cfg["protect_first_n"],
             micro_compact_every_n_turns=cfg["every_n"],
             micro_compact_defrag_threshold_tokens=cfg["defrag_threshold"],
+            micro_compact_mode=cfg["mode"],
+            fact_guard=cfg["fact_guard"],
             policy="per_exchange",
             # The oracle counts micro and batch outcomes report by report; the trim stage has
             # its own property test (test_trim.py), on the same invariants.
             trim=False,
-        )
+        ))
         self.exchanges_waiting = 0  # the oracle's own count of exchanges since the last pass
-        window = ContextWindow(limit=cfg["limit"], threshold=self.settings.threshold, target_ratio=cfg["target_ratio"])
         self.summarizer = OutcomeSummarizer()
         self.summarizer.leak = leak
         self.ctx = PassContext(
             summarizer=self.summarizer,
             counter=self.counter,
-            window=window,
-            protect_first_n=cfg["protect_first_n"],
-            defrag_threshold_tokens=cfg["defrag_threshold"],
-            mode=cfg["mode"],
-            fact_guard=cfg["fact_guard"],
+            window=ContextWindow(limit=cfg["limit"], settings=self.settings),
             notes_below_tokens=cfg["notes_below"],
             speed=INSTANT,  # defrag and batch whole, as the oracle expects
         )
-        self.compactor = Compactor(self.ctx, self.settings, session_id="prop")
+        self.compactor = Compactor(self.ctx, session_id="prop")
         self.conv = Conversation(counter=self.counter)
         self.inputs: list[Message] = []       # every message appended, in order (minus rewound ones)
         self.original: dict[str, tuple] = {}  # id -> what the message said when appended
@@ -455,7 +455,7 @@ class CompactionMachine(RuleBasedStateMachine):
         assert [_row(m) for m in loaded] == [_row(m) for m in self.conv.messages], "the store lost the transcript"
         by_id = {m.id: m for m in loaded}
         self.inputs = [by_id.get(m.id, m) for m in self.inputs]
-        self.compactor = Compactor(self.ctx, self.settings, session_id="prop")
+        self.compactor = Compactor(self.ctx, session_id="prop")
         self.conv = Conversation(loaded, counter=self.counter)
         self.exchanges_waiting = 0  # a new process counts afresh
         self.failing, self.failures = None, 0
@@ -592,7 +592,7 @@ class CompactionMachine(RuleBasedStateMachine):
             elif report.outcome in SUCCESS:
                 # In append mode a long reply keeps its first lines (checks.MAX_NEW_LINES), which
                 # may fit where the whole would not.
-                valid = VALID + ("grown",) if self.ctx.mode == "append" and report.outcome == "absorbed" else VALID
+                valid = VALID + ("grown",) if self.settings.micro_compact_mode == "append" and report.outcome == "absorbed" else VALID
                 assert mine and mine[-1][1] in valid, (report.outcome, mine)
             elif report.outcome == "failed":
                 # Batch lands the notes of a chunk the model failed on: it fails only when what
@@ -760,7 +760,7 @@ class CompactionMachine(RuleBasedStateMachine):
     @invariant()
     def cursor_recovers(self):
         messages = self.conv.messages
-        fresh = Compactor(self.ctx, self.settings)
+        fresh = Compactor(self.ctx)
         assert fresh.cursor(messages) == self.compactor.cursor(messages)
 
     @invariant()

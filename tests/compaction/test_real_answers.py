@@ -10,7 +10,6 @@ at least its deterministic notes kept.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -60,8 +59,8 @@ class Replaying(ScriptedSummarizer):
 
 
 def appending(summarizer, **kw):
-    compactor, conv = make_compactor(summarizer, protect_first_n=1, target_ratio=0.01, **kw)
-    compactor.ctx = dataclasses.replace(compactor.ctx, mode="append", fact_guard=True)
+    compactor, conv = make_compactor(summarizer, protect_first_n=1, target_ratio=0.01, mode="append", fact_guard=True,
+                                     **kw)
     return compactor, conv
 
 

@@ -13,7 +13,6 @@ original messages and the archived originals stay as they were: they are the use
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -102,8 +101,8 @@ def injection_leaks(text: str) -> list[str]:
 def test_no_planted_credential_leaves_the_engine(mode, summarizer_class, caplog):
     caplog.set_level("INFO", logger="hermes_tui.compaction")
     summarizer = summarizer_class()
-    compactor, conv = make_compactor(summarizer, limit=24_000, target_ratio=0.1, defrag_threshold=1500, protect_first_n=2)
-    compactor.ctx = dataclasses.replace(compactor.ctx, mode=mode, fact_guard=True)
+    compactor, conv = make_compactor(summarizer, limit=24_000, target_ratio=0.1, defrag_threshold=1500, protect_first_n=2,
+                                     mode=mode, fact_guard=True)
     markers = []
 
     def persist(result):

@@ -11,7 +11,6 @@ picks what they answer.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from urllib.parse import quote
 
@@ -103,8 +102,7 @@ def test_no_marker_holds_a_planted_value_or_an_instruction(drawn, mode, echo, wi
     summarizer = EchoSummarizer() if echo else RecordingSummarizer()
     limit, target_ratio = window
     compactor, conv = make_compactor(summarizer, limit=limit, target_ratio=target_ratio,
-                                     defrag_threshold=defrag_threshold, protect_first_n=2)
-    compactor.ctx = dataclasses.replace(compactor.ctx, mode=mode, fact_guard=True)
+                                     defrag_threshold=defrag_threshold, protect_first_n=2, mode=mode, fact_guard=True)
     markers: list[Message] = []
     replay(messages, conv, compactor, turns="step",
            persist=lambda result: markers.append(result.splice.marker) if result.splice is not None else None)

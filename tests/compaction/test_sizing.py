@@ -11,6 +11,7 @@ from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.sizing import MIN_PIECE_TOKENS, ModelSpeed, instant, speed_for
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
@@ -44,9 +45,8 @@ def test_a_piece_fits_half_the_timeout_and_an_instant_summarizer_takes_everythin
 
 
 def slow_compactor(script, speed=None, mode="merge", **kw):
-    compactor, conv = make_compactor(ScriptedSummarizer(script), **kw)
-    compactor.ctx = dataclasses.replace(compactor.ctx, speed=speed or ModelSpeed(prompt_tps=20, generation_tps=5),
-                                        mode=mode)
+    compactor, conv = make_compactor(ScriptedSummarizer(script), mode=mode, **kw)
+    compactor.ctx = dataclasses.replace(compactor.ctx, speed=speed or ModelSpeed(prompt_tps=20, generation_tps=5))
     return compactor, conv
 
 
@@ -141,6 +141,6 @@ def test_one_speed_per_model_every_context_built_on_a_summarizer_learns_into_its
     summarizer = Owning()
     first = PassContext(summarizer=summarizer, counter=EstimateCounter(), window=ContextWindow(limit=8_000))
     second = PassContext(summarizer=summarizer, counter=EstimateCounter(), window=ContextWindow(limit=16_000))
-    copy = dataclasses.replace(first, mode="append")
+    copy = dataclasses.replace(first, window=ContextWindow(limit=8_000, settings=CompressionConfig(micro_compact_mode="append")))
     assert first.speed is second.speed is copy.speed is summarizer.speed
     assert speed_for(ScriptedSummarizer()) is not speed_for(ScriptedSummarizer())  # none of its own: a fresh one

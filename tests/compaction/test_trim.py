@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from hermes_tui.compaction import facts, telemetry
 from hermes_tui.compaction.engine import Compactor
-from hermes_tui.compaction.policy import MICRO, Decision
+from hermes_tui.compaction.policy import Decision
 from hermes_tui.compaction.redaction import REDACTED, redact
 from hermes_tui.compaction.state import STALE, STORE_FAILED
 from hermes_tui.compaction.trim import (
@@ -36,7 +36,7 @@ from hermes_tui.compaction.trim import (
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.core.conversation import Conversation, Replacement, StaleSplice
 from hermes_tui.core.tokens import EstimateCounter, count_message, count_messages
-from hermes_tui.core.transcript import Message
+from hermes_tui.core.transcript import MICRO, Message
 from hermes_tui.store import Store
 
 COUNTER = EstimateCounter()

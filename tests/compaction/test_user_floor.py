@@ -29,8 +29,8 @@ def chatty(users: int, user_size: int = 20) -> list[Message]:
 
 
 def floor_compactor(verbatim: int, **kw):
-    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: "- condensed."), micro=False, **kw)
-    compactor.ctx = dataclasses.replace(compactor.ctx, user_verbatim_tokens=verbatim)
+    compactor, conv = make_compactor(ScriptedSummarizer(lambda r: "- condensed."), micro=False,
+                                     user_verbatim_tokens=verbatim, **kw)
     return compactor, conv
 
 
@@ -120,8 +120,7 @@ def test_quoted_instructions_are_data_but_the_rest_is_still_checked():
 
 def test_quotes_survive_a_resume_and_a_merge_pass():
     summarizer = ScriptedSummarizer(lambda r: "- condensed again.")
-    compactor, conv = make_compactor(summarizer, limit=20_000)
-    compactor.ctx = dataclasses.replace(compactor.ctx, user_verbatim_tokens=150)
+    compactor, conv = make_compactor(summarizer, limit=20_000, user_verbatim_tokens=150)
     conv.extend(chatty(12))
     compactor.compress(conv)
     quotes = compactor.state.quotes
@@ -143,8 +142,7 @@ def test_quotes_survive_a_resume_and_a_merge_pass():
 def test_quotes_do_not_count_toward_the_defrag_threshold():
     # A defrag cannot shrink the quotes: counting them would make every pass a defrag.
     summarizer = ScriptedSummarizer(lambda r: (r.summary + "\n" if r.summary else "") + "- did a step.")
-    compactor, conv = make_compactor(summarizer, limit=100_000, defrag_threshold=100)
-    compactor.ctx = dataclasses.replace(compactor.ctx, user_verbatim_tokens=2_000)
+    compactor, conv = make_compactor(summarizer, limit=100_000, defrag_threshold=100, user_verbatim_tokens=2_000)
     conv.extend(chatty(30, user_size=40))
     compactor.compress(conv)
     quotes = compactor.state.quotes

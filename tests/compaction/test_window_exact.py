@@ -8,6 +8,7 @@ expected cuts follow from arithmetic on those numbers, not from the code under t
 from __future__ import annotations
 
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
+from hermes_tui.config import CompressionConfig
 from hermes_tui.core.transcript import Message
 
 COUNTER_NAME = "preset"
@@ -92,18 +93,18 @@ def test_a_group_ending_the_transcript_is_kept_whole():
 
 def test_the_tail_budget_is_the_target_share_of_the_threshold():
     # 10,000 x 0.80 = 8,000 tokens to the threshold; 20 % of that is 1,600.
-    window = ContextWindow(limit=10_000, threshold=0.80, target_ratio=0.20)
+    window = ContextWindow(limit=10_000, settings=CompressionConfig(threshold=0.80, target_ratio=0.20))
     assert window.threshold_tokens == 8_000
     assert window.tail_token_budget == 1_600
     # Unresolved: budgets come from the 32,768 fallback (26,214 to the threshold, 5,242 of tail).
-    unresolved = ContextWindow(limit=None, threshold=0.80, target_ratio=0.20)
+    unresolved = ContextWindow(limit=None, settings=CompressionConfig(threshold=0.80, target_ratio=0.20))
     assert unresolved.threshold_tokens == 26_214
     assert unresolved.tail_token_budget == 5_242
 
 
 def test_the_window_budget_decides_which_message_is_the_first_of_the_tail():
     # A budget of 1,600 (as above), over messages of 400 each: the last four are the tail.
-    window = ContextWindow(limit=10_000, threshold=0.80, target_ratio=0.20)
+    window = ContextWindow(limit=10_000, settings=CompressionConfig(threshold=0.80, target_ratio=0.20))
     messages = plain(400, 400, 400, 400, 400, 400)
     assert tail_start(messages, COUNTER, window.tail_token_budget) == 2
 

@@ -19,11 +19,11 @@ import threading
 import pytest
 
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.compaction.policy import MICRO, CompactionPolicy, Decision
-from hermes_tui.compaction.settings import CompactionSettings
+from hermes_tui.compaction.policy import CompactionPolicy, Decision
 from hermes_tui.compaction.state import PassResult
 from hermes_tui.compaction.window import ContextWindow
-from hermes_tui.session.passes import BATCH, BackgroundPasses
+from hermes_tui.core.transcript import BATCH, MICRO
+from hermes_tui.session.passes import BackgroundPasses
 
 GATE_S = 30  # bounds a hang only
 THRESHOLD = 8_000  # of the double's 10,000-token window
@@ -41,7 +41,7 @@ class QueueSession:
         self.in_flight = 0
         self.most_in_flight = 0
         self.tokens = UNDER  # the transcript's size; a batch brings it back to ``UNDER``
-        self.policy = CompactionPolicy(CompactionSettings(), ContextWindow(limit=10_000))
+        self.policy = CompactionPolicy(ContextWindow(limit=10_000))
         self._lock = threading.Lock()
 
     def begin_work(self) -> None:

@@ -10,9 +10,10 @@ ahead of what waits, and nothing follows one that left it at or under the thresh
 
 from __future__ import annotations
 
-from hermes_tui.compaction.policy import BATCH, MICRO, CompactionPolicy, Decision
-from hermes_tui.compaction.settings import CompactionSettings
+from hermes_tui.compaction.policy import CompactionPolicy, Decision
 from hermes_tui.compaction.window import ContextWindow
+from hermes_tui.config import CompressionConfig
+from hermes_tui.core.transcript import BATCH, MICRO
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
 
 THRESHOLD = 8_000
@@ -27,7 +28,7 @@ class Transcript:
 
     def __init__(self, tokens: int = 3_000, *, enabled: bool = True) -> None:
         self.tokens = tokens
-        self.policy = CompactionPolicy(CompactionSettings(enabled=enabled), ContextWindow(limit=10_000))
+        self.policy = CompactionPolicy(ContextWindow(limit=10_000, settings=CompressionConfig(enabled=enabled)))
 
     def after_splice(self, kind: str) -> str | None:
         return self.policy.after_splice(kind, self.tokens)

@@ -676,7 +676,7 @@ def test_resume_loads_the_live_conversation_and_continues_where_it_stopped(db_pa
     fresh, conv2 = make_compactor(ScriptedSummarizer(summarizer.script), defrag_threshold=60)
     conv2.extend(loaded)
     assert fresh.cursor(conv2.messages) == s.compactor.cursor(s.conv.messages)
-    recovered = recover_state(conv2.messages, head_end(conv2.messages, fresh.ctx.protect_first_n), MicroState())
+    recovered = recover_state(conv2.messages, head_end(conv2.messages, fresh.settings.protect_first_n), MicroState())
     assert recovered.summary == s.compactor.rolling_summary != ""
     assert recovered.passes_total == s.compactor.state.passes_total
 

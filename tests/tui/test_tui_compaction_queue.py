@@ -24,9 +24,8 @@ from support.chat_app import (
     until,
 )
 
-from hermes_tui.compaction.policy import BATCH, MICRO
 from hermes_tui.compaction.trim import is_trimmed
-from hermes_tui.core.transcript import Message
+from hermes_tui.core.transcript import BATCH, MICRO, Message
 from hermes_tui.session.pass_queue import PassRequest
 from hermes_tui.session.wiring import open_session
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer

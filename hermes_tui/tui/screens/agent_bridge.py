@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message as UIMessage
 
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.core.transcript import Message
+from hermes_tui.core.transcript import MICRO, Message
 from hermes_tui.session.agent import AgentListener, AgentResult, Answer
 from hermes_tui.session.fit import RequestSize
-from hermes_tui.session.passes import MICRO
 from hermes_tui.tools.approval import ApprovalRequest
 from hermes_tui.tools.base import ToolResult
 from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hermes_tui.analysis.occupancy_chart import usage_chart
-from hermes_tui.compaction.policy import BATCH
+from hermes_tui.core.transcript import BATCH
 from hermes_tui.session.pass_queue import PassRequest
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tui import commands

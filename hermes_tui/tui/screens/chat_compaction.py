@@ -20,7 +20,7 @@ from textual.message import Message as UIMessage
 from textual.worker import get_current_worker
 
 from hermes_tui.compaction.engine import PassReport
-from hermes_tui.compaction.policy import BATCH, MICRO
+from hermes_tui.core.transcript import BATCH, MICRO
 from hermes_tui.session.pass_queue import PassQueue, PassRequest
 from hermes_tui.session.session import Session
 from hermes_tui.tui.widgets.status_bar import FAILED_OUTCOMES

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Label, Static
 
 from hermes_tui.core.content_parts import attachments
-from hermes_tui.core.transcript import Message
+from hermes_tui.core.transcript import BATCH, Message
 from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.tui.widgets.text import (
     attachment_label,
@@ -397,7 +397,7 @@ class MarkerMessage(MessageView):
     def compose(self) -> ComposeResult:
         assert self.message is not None
         meta = self.message.meta
-        kind = "batch" if meta.get("compaction") == "batch" else "rolling"
+        kind = "batch" if meta.get("compaction") == BATCH else "rolling"  # the words shown
         facts = []
         if meta.get("summary_tokens"):
             facts.append(f"{kind} summary {meta['summary_tokens']:,} tokens")
