@@ -190,6 +190,15 @@ _UNQUOTED = r"(?P<uv>[^\s\"'`\\<>(){}\[\],;]+)(?P<after>[(\[]?)"
 
 _ASSIGNMENT = lazy_compile(_KEY + _KQ + _SEP + r"(?:" + _QUOTED + r"|" + _UNQUOTED + r")", re.MULTILINE)
 
+# A key that says a secret word in the middle of its name: `API_KEY_PROD`, `GITHUB_TOKEN_2`,
+# `dbPassword2`, `MY_TOKEN_VALUE`. Such names also hold settings (`token_count = 5000`,
+# `password_file: /etc/pw`), so only a value that reads as a key is a credential here
+# (``_key_like``); these rules run after the ones for names that end with the word.
+# The rest of the name starts at a separator, a capital or a digit: "authority" is not "auth".
+_NAME_TAIL = r"(?:[_\-][A-Za-z0-9]{1,16}|[A-Z0-9][a-z0-9]{0,15})(?:[_\-]?[A-Za-z0-9]{1,16}){0,3}?"
+_KEY_MID = r"(?P<key>(?i:" + _SECRET_WORD + r"))(?P<tail>" + _NAME_TAIL + r")(?![A-Za-z0-9_])"
+_ASSIGNMENT_MID = lazy_compile(_KEY_MID + _KQ + _SEP + r"(?:" + _QUOTED + r"|" + _UNQUOTED + r")", re.MULTILINE)
+
 # A URL query string or form body: `?code=x&api_key=abc&page=2`. The value ends at
 # the next parameter, so this runs before the general assignment rule (whose
 # values may hold a `&`).
@@ -201,6 +210,7 @@ _QUERY = lazy_compile(
 # An env-file or shell line `KEY=value`: the value runs to the next whitespace, so
 # a password with a comma or semicolon in it is not half-kept.
 _ENV_LINE = lazy_compile(_KEY + r"=(?P<value>[^\s\"'`\\$<(\[{][^\s\"'`\\]*)")
+_ENV_LINE_MID = lazy_compile(_KEY_MID + r"=(?P<value>[^\s\"'`\\$<(\[{][^\s\"'`\\]*)")
 _ENV_LINE_HEAD = lazy_compile(r"[ \t]*(?:export[ \t]+)?[A-Za-z0-9_.\-]*")
 
 # `--password hunter2`, `--api-key "abc"` (the `=` form is an assignment).
@@ -384,6 +394,26 @@ def _too_short_for(key: str, value: str) -> bool:
     return key.lower() == _API_WORD and len(value) < MIN_API_VALUE_CHARS
 
 
+def _key_like(value: str) -> bool:
+    """A value that reads as a key or token, not a setting: as long as a key, letters and
+    digits mixed as in a generated string, and not a path, a URL or a number."""
+    value = value.strip()
+    if len(value) < MIN_API_VALUE_CHARS or value.startswith(("/", "~", "./", "../")) or "://" in value:
+        return False
+    if value.replace(".", "").replace(",", "").replace("_", "").isdigit():
+        return False  # a count or an id: `tokens_used: 123456789012345678`
+    return _looks_random(value) or (any(c.isdigit() for c in value) and any(c.isalpha() for c in value))
+
+
+def _assignment_mid(m: re.Match[str]) -> str | None:
+    value = m.group("qv") if m.group("q") is not None else m.group("uv")
+    return _assignment(m) if _key_like(value) else None
+
+
+def _env_line_mid(m: re.Match[str]) -> str | None:
+    return _env_line(m) if _key_like(m.group("value")) else None
+
+
 def _assignment(m: re.Match[str]) -> str | None:
     head = m.group(0)[: (m.start("q") if m.group("q") is not None else m.start("uv")) - m.start()]
     if _too_short_for(m.group("key"), m.group("qv") if m.group("q") is not None else m.group("uv")):
@@ -432,7 +462,7 @@ def _env_line(m: re.Match[str]) -> str | None:
         return None
     if _CALL_OR_INDEX.match(value) or (_DOTTED.fullmatch(value) and not _looks_random(value)):
         return None
-    return m.group("key") + "=" + REDACTED
+    return m.string[m.start():m.start("value")] + REDACTED
 
 
 def _flag_value(m: re.Match[str]) -> str | None:
@@ -532,6 +562,14 @@ _KEY_FINDER = lazy_compile(
     r"(?=\\?[\"']?[ \t]*[:=])"
 )
 
+# The same words with the rest of a name after them (the rules for ``_KEY_MID``).
+_KEY_MID_FINDER = lazy_compile(
+    r"(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key(?:[_\-]?id)?"
+    r"|secret[_\-]?key|client[_\-]?secret|key[_\-]?data|signing[_\-]?key|encryption[_\-]?key|account[_\-]?key"
+    r"|app(?:lication)?[_\-]?key|master[_\-]?key|auth[_\-]?key|credentials?|creds|pass|pwd|auth|api)"
+    r"(?=(?:[_\-]?[a-z0-9]{1,16}){1,4}\\?[\"']?[ \t]*[:=])"
+)
+
 _PROSE_FINDER = lazy_compile(
     r"\b(?:password|passphrase|passcode|passwd|pin|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key"
     r"|with|using)[ \t]"
@@ -550,6 +588,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(_QUERY, _query_value, ("?", "&")),
     _Rule(_ENV_LINE, _env_line, ("=",), _KEY_FINDER),
     _Rule(_ASSIGNMENT, _assignment, ("=", ":"), _KEY_FINDER),
+    _Rule(_ENV_LINE_MID, _env_line_mid, ("=",), _KEY_MID_FINDER),
+    _Rule(_ASSIGNMENT_MID, _assignment_mid, ("=", ":"), _KEY_MID_FINDER),
     _Rule(_CLI_FLAG, _flag_value, ("-",)),
     _Rule(_CLI_USER, _flag_value, ("-u", "--user")),
     _Rule(_NETRC, _flag_value, ("login",)),

@@ -159,6 +159,14 @@ REDACT_CASES = [
     ("pass name camel", "dbPass: 0123456789abcdef0123456789abcdef", f"dbPass: {R}"),
     ("auth name camel", "const serviceAuth = '0123456789abcdef0123456789abcdef'", f"const serviceAuth = '{R}'"),
     ("pwd name camel", f"mysqlPwd={PASSWORD2}", f"mysqlPwd={R}"),
+    # The word in the middle of the name (a suffix for the environment, a number), with a value
+    # that reads as a key.
+    ("api key suffix env", "export API_KEY_PROD=0123456789abcdef0123456789abcdef", f"export API_KEY_PROD={R}"),
+    ("token numbered", f"GITHUB_TOKEN_2={PASSWORD2}0123456789", f"GITHUB_TOKEN_2={R}"),
+    ("token mid name", "MY_TOKEN_VALUE=0123456789abcdef0123456789abcdef", f"MY_TOKEN_VALUE={R}"),
+    ("secret first", "SECRET_THING: 0123456789abcdef0123456789abcdef", f"SECRET_THING: {R}"),
+    ("password camel numbered", '{"dbPassword2": "0123456789abcdef0123456789abcdef"}', f'{{"dbPassword2": "{R}"}}'),
+    ("auth mid yaml", "auth-header-value: 0123456789abcdef0123456789abcdef", f"auth-header-value: {R}"),
 ]
 
 
@@ -239,6 +247,11 @@ KEEP_CASES = [
     'API = "rest"',
     "API_URL=https://example.com/v1",
     "rapidApi: v2", "isAuth: true", "requireAuth = false", "compass: north",  # camelCase keeps its bounds
+    # A secret word inside a name whose value is a setting, a count or a path.
+    "TOKEN_COUNT=4096", "tokens_used: 123456789012345678", "token_limit: 32768",
+    "PASSWORD_FILE=/etc/app/secrets/db_password.txt", "password_min_length: 12", "secret_name: prod-db",
+    "passwordless: true", "api_version: 2024-06-01", "COMPASS_HEADING=271.5", "token_budget = max_tokens * 2",
+    "secret_store_name: production-database-main", "certificate-authority-data: see the cluster's CA bundle",
     "",
 ]
 
