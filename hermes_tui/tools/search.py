@@ -104,10 +104,10 @@ def _ripgrep_matches(rg: str, base: Path, root: Path, pattern: str, glob: str | 
                 raise ToolError(message)
         if proc.returncode == 2:
             assert proc.stderr is not None
-            message = proc.stderr.read().decode("utf-8", errors="replace").strip().splitlines()
+            lines = proc.stderr.read().decode("utf-8", errors="replace").strip().splitlines()
             # rg exits 2 also when some file could not be read; only a bad pattern matters.
-            if message and "regex" in message[0].lower():
-                raise ToolError(f"invalid pattern: {' '.join(message[:3])}")
+            if lines and "regex" in lines[0].lower():
+                raise ToolError(f"invalid pattern: {' '.join(lines[:3])}")
     finally:
         if proc.poll() is None:
             try:
