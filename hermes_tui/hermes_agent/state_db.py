@@ -51,13 +51,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from hermes_tui.core.transcript import TranscriptError
 from hermes_tui.hermes_agent.sessions import HermesSession, convert_messages
 
 T = TypeVar("T")
+FileStates = tuple[tuple[int, int] | None, ...]  # (size, mtime_ns) of each file; None: absent
 
 CONTENT_JSON_PREFIXES = ("\x00json:", "\x01json:")
 SIDECARS = ("-wal", "-journal")
@@ -118,9 +119,10 @@ def _read(path: Path, work: Callable[[sqlite3.Connection], T]) -> T:
         before = _file_states(path)
         try:
             if any(_nonempty(_sidecar(path, suffix)) for suffix in SIDECARS):
-                result, copied = _read_copy(path, work, before)
-                if not copied:
+                copy = _read_copy(path, work, before)
+                if not copy[1]:
                     continue
+                result = copy[0]
             else:
                 result = _read_immutable(path, work)
         except sqlite3.DatabaseError as exc:
@@ -139,7 +141,9 @@ def _read_immutable(path: Path, work: Callable[[sqlite3.Connection], T]) -> T:
         conn.close()
 
 
-def _read_copy(path: Path, work: Callable[[sqlite3.Connection], T], before: tuple) -> tuple[T | None, bool]:
+def _read_copy(
+    path: Path, work: Callable[[sqlite3.Connection], T], before: FileStates
+) -> tuple[T, Literal[True]] | tuple[None, Literal[False]]:
     """``work`` on a private copy of the database and its journal; (None, False) if it changed while copied."""
     with tempfile.TemporaryDirectory(prefix="hermes-tui-import-") as tmp:
         copy = Path(tmp) / "state.db"
@@ -167,9 +171,9 @@ def _nonempty(path: Path) -> bool:
         return False
 
 
-def _file_states(path: Path) -> tuple:
+def _file_states(path: Path) -> FileStates:
     """Size and modification time of the database and its journals (the -shm changes with every reader)."""
-    states = []
+    states: list[tuple[int, int] | None] = []
     for file in (path, *(_sidecar(path, s) for s in SIDECARS)):
         try:
             st = os.stat(file)
