@@ -209,7 +209,7 @@ def _merges_from_scores(tokens, scores, types, vocab) -> list[tuple[str, str]]:
 def _set_post_processor(tokenizer, kind: str, bos: str | None, eos: str | None) -> None:
     from tokenizers import processors
 
-    steps = []
+    steps: list[processors.PostProcessor] = []
     if kind == "gpt2":
         steps.append(processors.ByteLevel(trim_offsets=False))
     if bos or eos:
