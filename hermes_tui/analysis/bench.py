@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from hermes_tui import __version__
 from hermes_tui.analysis.bench_results import (
@@ -133,10 +133,17 @@ def _run_model(
     return run
 
 
+class _MeasuredSummarizer(Summarizer, Protocol):
+    """A summarizer that keeps the speed figures of its last call (MLX's generation stats, a
+    server's timings), or None when it has none."""
+
+    last_stats: Any
+
+
 class _PassSource:
     """The sample session in a Conversation and a Compactor; reloaded when exhausted."""
 
-    def __init__(self, session: list[Message], summarizer: Summarizer, cfg: BenchConfig):
+    def __init__(self, session: list[Message], summarizer: _MeasuredSummarizer, cfg: BenchConfig):
         self.session, self.summarizer, self.cfg = session, summarizer, cfg
         self.counter = EstimateCounter()
         self._reload()
@@ -186,14 +193,17 @@ def _row(index: int, f: dict[str, Any], duration: float, stats: Any) -> PassRow:
 
 def _make_summarizer(
     cfg: BenchConfig, model: str, cancel: threading.Event, runtime: MlxRuntime | None
-) -> tuple[Summarizer, float | None]:
+) -> tuple[_MeasuredSummarizer, float | None]:
     if cfg.provider == "openai-api":
         return _TimedOpenAISummarizer(cfg.base_url or "", model, api_key=cfg.api_key, timeout=cfg.timeout), None
     runtime = runtime or MlxRuntime.shared()
     started = time.perf_counter()
     runtime.load(model)  # raises ModelUnavailable; loaded once per process
     load_s = round(time.perf_counter() - started, 4)
-    return MlxSummarizer(model, timeout=cfg.timeout, runtime=_CancellingRuntime(runtime, cancel)), load_s
+    # MlxSummarizer calls only load() and generate(), which the wrapper has; its parameter
+    # names the runtime's class.
+    wrapped = cast(MlxRuntime, _CancellingRuntime(runtime, cancel))
+    return MlxSummarizer(model, timeout=cfg.timeout, runtime=wrapped), load_s
 
 
 class _CancellingRuntime:
