@@ -134,7 +134,7 @@ def result_line(result: ReplayResult, occupancy: float | None, messages: int) ->
     for report in micro:
         outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
     mix = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items())) or "none"
-    failures = sorted({r.fields.get("failure") for r in result.reports if r.fields.get("failure")})
+    failures = sorted({failure for r in result.reports if (failure := r.fields.get("failure"))})
     occ = f"{occupancy:.1f}% of threshold" if occupancy is not None else "unknown (no context limit)"
     failed_batches = result.count("failed", "batch")
     batches = f"batch compactions {result.count('compressed', 'batch')}" + (

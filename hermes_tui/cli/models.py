@@ -158,11 +158,11 @@ def run_list(args: argparse.Namespace) -> int:
     print("On this machine:")
     if not local:
         print(f"  nothing yet: hermes-tui models pull REPO (downloads go to {hub.hf_cache_dir()})")
-    for m in local:
-        state = "" if m.complete else f"  partial download ({format_bytes(m.partial_bytes)}): pull again to resume"
-        roles = f"  in use: {', '.join(m.roles)}" if m.roles else ""
-        print(f"  {m.name:<45} {m.source:<8} {format_bytes(m.size_bytes):>9}{roles}{state}")
-        print(f"      {m.path}")
+    for found in local:
+        state = "" if found.complete else f"  partial download ({format_bytes(found.partial_bytes)}): pull again to resume"
+        roles = f"  in use: {', '.join(found.roles)}" if found.roles else ""
+        print(f"  {found.name:<45} {found.source:<8} {format_bytes(found.size_bytes):>9}{roles}{state}")
+        print(f"      {found.path}")
     return 0
 
 
