@@ -440,7 +440,7 @@ class AgentTurn:
         finally:
             with self.session.lock:  # a result the store refused is in the transcript all the same
                 answered |= {m.tool_call_id for m in self.session.conv.messages[-len(reply.tool_calls or []):]
-                             if m.role == "tool"}
+                             if m.role == "tool" and m.tool_call_id is not None}
             unanswered = [c for c in reply.tool_calls or [] if c["id"] not in answered]
             if unanswered:  # an exception escaped (a store failure, an interrupt): keep it valid
                 for call in unanswered:

@@ -445,8 +445,9 @@ class Session:
         trimmed = self.compactor.plan_trim(snapshot, epoch=epoch) if trim else None
         if trimmed is None:
             return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
-        first = [] if self._trim_now(trimmed) else [trimmed]
+        first: list[PassResult] = [] if self._trim_now(trimmed) else [trimmed]
         work = Conversation(snapshot, counter=self.conv.counter)
+        assert trimmed.replacement is not None  # a trim plan always carries one (compaction.trim)
         work.apply(trimmed.replacement)
         if work.total_tokens <= self.compactor.ctx.window.threshold_tokens:
             return first
