@@ -49,12 +49,18 @@ from hermes_tui.analysis.bench_results import (
     medians,
 )
 from hermes_tui.compaction.state import NOTHING_TO_ABSORB
-from hermes_tui.compaction.summarizer import Summarizer
+from hermes_tui.compaction.summarizer import Completion, Summarizer
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message, parse_transcript
 from hermes_tui.providers.failures import TIMEOUT
-from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
+from hermes_tui.providers.mlx_runtime import (
+    GenerationStats,
+    LoadedModel,
+    MlxRuntime,
+    ModelUnavailable,
+    gpu_available,
+)
 from hermes_tui.session.wiring import build_compactor
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
@@ -212,10 +218,10 @@ class _CancellingRuntime:
     def __init__(self, runtime: MlxRuntime, cancel: threading.Event):
         self._runtime, self._cancel = runtime, cancel
 
-    def load(self, name: str, *, timeout: float | None = None):
+    def load(self, name: str, *, timeout: float | None = None) -> LoadedModel:
         return self._runtime.load(name, timeout=timeout)
 
-    def generate(self, *args: Any, **kwargs: Any):
+    def generate(self, *args: Any, **kwargs: Any) -> GenerationStats:
         return self._runtime.generate(*args, cancel=self._cancel, **kwargs)
 
 
@@ -224,7 +230,7 @@ class _TimedOpenAISummarizer(OpenAISummarizer):
 
     last_stats: ServerTimings | None = None
 
-    def _parse(self, body_text: str, duration: float):
+    def _parse(self, body_text: str, duration: float) -> Completion:
         completion = super()._parse(body_text, duration)
         self.last_stats = _server_timings(body_text)
         return completion

@@ -219,7 +219,7 @@ def _list_sessions(conn: sqlite3.Connection) -> list[HermesSessionInfo]:
     return [replace(s, continues=continued.get(s.id)) for s in sessions]
 
 
-def _session_info(row: tuple) -> HermesSessionInfo:
+def _session_info(row: tuple[Any, ...]) -> HermesSessionInfo:
     return HermesSessionInfo(**dict(zip(SESSION_COLUMNS, row)))
 
 
@@ -308,7 +308,7 @@ def _is_set(value: Any, *, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-def _copy_key(row: dict[str, Any]) -> tuple:
+def _copy_key(row: dict[str, Any]) -> tuple[Any, ...]:
     # Compaction copies the protected head and tail into each generation verbatim (Hermes'
     # own display dedupe keys on these fields).
     return (row["role"], json.dumps(row["content"], sort_keys=True), row["timestamp"], row["tool_call_id"],

@@ -77,7 +77,7 @@ from hermes_tui.tools.approval import (
 )
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
-from hermes_tui.tools.workspace import Workspace
+from hermes_tui.tools.workspace import OutsideApprover, Workspace
 from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class Tools:
             weakref.finalize(self, shutil.rmtree, self.tmpdir, ignore_errors=True)
         return Sandbox(self.mode, self.workspace.root, self.tmpdir)
 
-    def context(self, cancel: threading.Event, approve_outside=None) -> ToolContext:
+    def context(self, cancel: threading.Event, approve_outside: OutsideApprover | None = None) -> ToolContext:
         return ToolContext(workspace=self.workspace, cancel=cancel, max_output_bytes=self.max_output_bytes,
                            shell_timeout_s=self.shell_timeout_s, approve_outside=approve_outside,
                            sandbox=self.sandbox())

@@ -45,7 +45,7 @@ def _format(shown: str, number: int, text: str) -> str:
     return f"{shown}:{number}:{text}"
 
 
-def _python_matches(base: Path, root: Path, regex: re.Pattern[str], include: pathspec.PathSpec | None,
+def _python_matches(base: Path, root: Path, regex: re.Pattern[str], include: pathspec.GitIgnoreSpec | None,
                     context: ToolContext) -> Iterator[str]:
     rules = IgnoreRules(root)
     targets = [base] if base.is_file() else walk_files(base, rules, context.check_cancel)

@@ -218,7 +218,8 @@ class RunShell(Tool):
     }
 
     def shell_command(self, arguments: dict[str, Any]) -> str | None:
-        return arguments["command"]
+        command: str = arguments["command"]  # a string: the schema says so
+        return command
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         timeout_s = min(float(arguments.get("timeout_s", context.shell_timeout_s)), MAX_SHELL_TIMEOUT_S)
