@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # progress(stage, done, total): "copying" and "writing" count bytes, "converting" counts
 # tensors, "reading" goes 0/1 then 1/1 (mx.load reads the whole file in one call).
@@ -20,7 +21,7 @@ class ModelImportError(Exception):
     """The import cannot be done; the message is one line saying what and why."""
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
