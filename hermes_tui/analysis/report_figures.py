@@ -171,7 +171,7 @@ def chat_figures(chat: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     if not chat:
         return None
     reported = [r for r in chat if _number(r.get("prompt_tokens")) is not None]
-    prompt = sum(n for r in reported if (n := _number(r.get("prompt_tokens"))) is not None)  # all of them
+    prompt = sum(n for r in reported if (n := _number(r.get("prompt_tokens"))) is not None)  # each has one
     cached = sum(_number(r.get("cached_tokens")) or 0 for r in reported)
     prefill = sum(_prefill(r) for r in reported)
     turns: dict[tuple[str, Any], float] = {}
