@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from hermes_tui import __version__
 from hermes_tui.analysis.bench_results import (
@@ -49,12 +49,18 @@ from hermes_tui.analysis.bench_results import (
     medians,
 )
 from hermes_tui.compaction.state import NOTHING_TO_ABSORB
-from hermes_tui.compaction.summarizer import Summarizer
+from hermes_tui.compaction.summarizer import Completion, Summarizer
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message, parse_transcript
 from hermes_tui.providers.failures import TIMEOUT
-from hermes_tui.providers.mlx_runtime import MlxRuntime, ModelUnavailable, gpu_available
+from hermes_tui.providers.mlx_runtime import (
+    GenerationStats,
+    LoadedModel,
+    MlxRuntime,
+    ModelUnavailable,
+    gpu_available,
+)
 from hermes_tui.session.wiring import build_compactor
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
@@ -133,10 +139,17 @@ def _run_model(
     return run
 
 
+class _MeasuredSummarizer(Summarizer, Protocol):
+    """A summarizer that keeps the speed figures of its last call (MLX's generation stats, a
+    server's timings), or None when it has none."""
+
+    last_stats: Any
+
+
 class _PassSource:
     """The sample session in a Conversation and a Compactor; reloaded when exhausted."""
 
-    def __init__(self, session: list[Message], summarizer: Summarizer, cfg: BenchConfig):
+    def __init__(self, session: list[Message], summarizer: _MeasuredSummarizer, cfg: BenchConfig):
         self.session, self.summarizer, self.cfg = session, summarizer, cfg
         self.counter = EstimateCounter()
         self._reload()
@@ -186,14 +199,17 @@ def _row(index: int, f: dict[str, Any], duration: float, stats: Any) -> PassRow:
 
 def _make_summarizer(
     cfg: BenchConfig, model: str, cancel: threading.Event, runtime: MlxRuntime | None
-) -> tuple[Summarizer, float | None]:
+) -> tuple[_MeasuredSummarizer, float | None]:
     if cfg.provider == "openai-api":
         return _TimedOpenAISummarizer(cfg.base_url or "", model, api_key=cfg.api_key, timeout=cfg.timeout), None
     runtime = runtime or MlxRuntime.shared()
     started = time.perf_counter()
     runtime.load(model)  # raises ModelUnavailable; loaded once per process
     load_s = round(time.perf_counter() - started, 4)
-    return MlxSummarizer(model, timeout=cfg.timeout, runtime=_CancellingRuntime(runtime, cancel)), load_s
+    # MlxSummarizer calls only load() and generate(), which the wrapper has; its parameter
+    # names the runtime's class.
+    wrapped = cast(MlxRuntime, _CancellingRuntime(runtime, cancel))
+    return MlxSummarizer(model, timeout=cfg.timeout, runtime=wrapped), load_s
 
 
 class _CancellingRuntime:
@@ -202,10 +218,10 @@ class _CancellingRuntime:
     def __init__(self, runtime: MlxRuntime, cancel: threading.Event):
         self._runtime, self._cancel = runtime, cancel
 
-    def load(self, name: str, *, timeout: float | None = None):
+    def load(self, name: str, *, timeout: float | None = None) -> LoadedModel:
         return self._runtime.load(name, timeout=timeout)
 
-    def generate(self, *args: Any, **kwargs: Any):
+    def generate(self, *args: Any, **kwargs: Any) -> GenerationStats:
         return self._runtime.generate(*args, cancel=self._cancel, **kwargs)
 
 
@@ -214,7 +230,7 @@ class _TimedOpenAISummarizer(OpenAISummarizer):
 
     last_stats: ServerTimings | None = None
 
-    def _parse(self, body_text: str, duration: float):
+    def _parse(self, body_text: str, duration: float) -> Completion:
         completion = super()._parse(body_text, duration)
         self.last_stats = _server_timings(body_text)
         return completion

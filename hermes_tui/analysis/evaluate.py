@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.analysis.fact_tracking import (
     CHECKPOINTS,
@@ -50,6 +50,9 @@ from hermes_tui.compaction.engine import Compactor, PassReport
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import MICRO, Message, wire_view
 from hermes_tui.util.untrusted import InputError, load_json
+
+if TYPE_CHECKING:
+    from hermes_tui.chat.client import ChatClient
 
 # The planting and tracking live in fact_tracking; these names are part of this module's API.
 __all__ = [
@@ -240,7 +243,7 @@ def make_probes(tracker: FactTracker, early: int = EARLY_PASSES) -> list[Probe]:
     return probes
 
 
-def run_probes(chat, messages: list[Message], probes: list[Probe], *, max_tokens: int = 256) -> list[ProbeResult]:
+def run_probes(chat: ChatClient, messages: list[Message], probes: list[Probe], *, max_tokens: int = 256) -> list[ProbeResult]:
     """Ask ``chat`` (a ChatClient) each probe on the compacted transcript; score the answers."""
     from hermes_tui.chat.client import ChatError
 

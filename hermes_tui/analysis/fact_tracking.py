@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +138,7 @@ def _with_rates(kinds: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
 class FactTracker:
     """Facts of everything the passes absorbed, and how many the summary still holds."""
 
-    def __init__(self, planted: list[Planted] = ()):
+    def __init__(self, planted: Iterable[Planted] = ()):
         self.planted = {p.message_id: p for p in planted}
         self.tracked: dict[tuple[str, str], Tracked] = {}
         self.absorbed: list[tuple[int, list[Message]]] = []  # (pass, redacted messages)

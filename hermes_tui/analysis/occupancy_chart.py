@@ -60,7 +60,7 @@ def bar_chart(
     step = top / height
     mark_row = None if not high_mark else min(height - 1, max(0, math.ceil(high_mark / step) - 1))
     labels = {height - 1: _label(top, unit), 0: ""}
-    if mark_row is not None:
+    if mark_row is not None and high_mark:  # the one implies the other
         labels[mark_row] = _label(high_mark, unit)
     pad = max(len(text) for text in labels.values())
     lines = []

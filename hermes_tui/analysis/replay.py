@@ -57,7 +57,7 @@ def replay(
     *,
     turns: str = "user",
     persist: Persist | None = None,
-    flush: Callable[[list[Message]], None] | None = None,
+    flush: Callable[[list[Message]], object] | None = None,  # what it returns is not used
     on_turn: Callable[[int, int, list[PassReport]], None] | None = None,
     start_at: int = 0,
 ) -> ReplayResult:

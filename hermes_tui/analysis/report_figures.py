@@ -171,7 +171,7 @@ def chat_figures(chat: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     if not chat:
         return None
     reported = [r for r in chat if _number(r.get("prompt_tokens")) is not None]
-    prompt = sum(_number(r.get("prompt_tokens")) for r in reported)
+    prompt = sum(n for r in reported if (n := _number(r.get("prompt_tokens"))) is not None)  # each has one
     cached = sum(_number(r.get("cached_tokens")) or 0 for r in reported)
     prefill = sum(_prefill(r) for r in reported)
     turns: dict[tuple[str, Any], float] = {}
@@ -239,7 +239,7 @@ def pass_cost(micro: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         prefill, generated = _number(record.get("prefill_tokens")), _number(record.get("generated_tokens"))
         prompt_tps, generation_tps = _number(record.get("prompt_tps")), _number(record.get("generation_tps"))
         model_ms = _number(record.get("summarizer_ms"))
-        if None in (prefill, generated, prompt_tps, generation_tps, model_ms) or not prompt_tps or not generation_tps:
+        if prefill is None or generated is None or model_ms is None or not prompt_tps or not generation_tps:
             continue
         split["passes"] += 1
         split["prefill_ms"] += 1000 * prefill / prompt_tps

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hermes_tui.analysis.occupancy_chart import bar_chart
@@ -30,7 +30,7 @@ def _duration(ms: float | None) -> str:
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
 
 
-def _span(before: Any, after: Any, fmt=_int) -> str:
+def _span(before: Any, after: Any, fmt: Callable[[Any], str] = _int) -> str:
     return f"{fmt(before)} -> {fmt(after)}"
 
 

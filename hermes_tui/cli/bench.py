@@ -12,7 +12,7 @@ import argparse
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from hermes_tui.analysis.bench_results import BenchConfig, BenchProgress, BenchRun
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_PASSES = 5  # analysis.bench_results.DEFAULT_PASSES, not imported here; a test keeps the two equal
 
 
-def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_bench_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     bench = subparsers.add_parser(
         "bench",
         help="measure what a compaction pass costs with each model",

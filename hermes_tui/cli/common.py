@@ -4,7 +4,7 @@ the choices of the parsers. Light: ``--help`` imports it."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.util.errors import AppError
 
@@ -23,7 +23,7 @@ class UserError(AppError):
     """A problem the user can fix; printed as one line."""
 
 
-def config_from(args: argparse.Namespace, overrides: dict | None = None) -> Config:
+def config_from(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Config:
     """The config file (a named one must exist), with command-line flags applied on top."""
     from hermes_tui.config import ConfigError, apply_overrides, load_config
 

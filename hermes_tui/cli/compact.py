@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from hermes_tui.analysis.replay import ReplayResult, replay
 from hermes_tui.cli.common import UserError, config_from
 from hermes_tui.compaction.engine import PassReport
+from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, Config
 from hermes_tui.core.conversation import Conversation
-from hermes_tui.core.transcript import BATCH, MICRO, dump_transcript, read_transcript
+from hermes_tui.core.tokens import TokenCounter
+from hermes_tui.core.transcript import BATCH, MICRO, Message, dump_transcript, read_transcript
 from hermes_tui.hermes_agent.sessions import read_transcript_file
 from hermes_tui.providers.context_limits import resolve as resolve_context_limit
 from hermes_tui.session.speeds import KeptSpeed
@@ -46,7 +49,8 @@ def run_compact(args: argparse.Namespace) -> int:
 
 
 def _compact_into_store(
-    args: argparse.Namespace, config: Config, messages: list, counter, summarizer, store: Store,
+    args: argparse.Namespace, config: Config, messages: list[Message], counter: TokenCounter,
+    summarizer: Summarizer, store: Store,
 ) -> int:
     if args.resume:
         session = store.get_session(args.resume)
@@ -115,7 +119,7 @@ def _replay_title(store: Store, transcript: Path) -> str:
     return unique
 
 
-def _replayed_prefix(store: Store, session_id: str, messages, transcript: Path) -> int:
+def _replayed_prefix(store: Store, session_id: str, messages: list[Message], transcript: Path) -> int:
     """How many input messages an interrupted replay already stored (they must match the input).
 
     Markers the input carried count like any other message; only those the replay's own passes
@@ -134,7 +138,7 @@ def result_line(result: ReplayResult, occupancy: float | None, messages: int) ->
     for report in micro:
         outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
     mix = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items())) or "none"
-    failures = sorted({r.fields.get("failure") for r in result.reports if r.fields.get("failure")})
+    failures = sorted({failure for r in result.reports if (failure := r.fields.get("failure"))})
     occ = f"{occupancy:.1f}% of threshold" if occupancy is not None else "unknown (no context limit)"
     failed_batches = result.count("failed", BATCH)
     batches = f"batch compactions {result.count('compressed', BATCH)}" + (
@@ -152,7 +156,7 @@ def result_line(result: ReplayResult, occupancy: float | None, messages: int) ->
 class Progress:
     """A one-line progress bar on a terminal."""
 
-    def __init__(self, stream, width: int = 30):
+    def __init__(self, stream: TextIO, width: int = 30):
         self.stream, self.width = stream, width
 
     def update(self, done: int, total: int, reports: list[PassReport]) -> None:
@@ -172,7 +176,8 @@ def progress_dots(done: int, total: int, reports: list[PassReport]) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Replay the bundled agent session with the extractive summarizer, printing each pass."""
-    from hermes_tui.analysis.report import format_trajectory, trajectory
+    from hermes_tui.analysis.report_figures import trajectory
+    from hermes_tui.analysis.report_text import format_trajectory
 
     config = config_from(args, {"auxiliary.compression.provider": "extractive"})
     setup_logging()

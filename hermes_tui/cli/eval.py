@@ -10,12 +10,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, POLICIES, TURN_MODES
 from hermes_tui.util.errors import AppError
 
+if TYPE_CHECKING:
+    from hermes_tui.compaction.engine import PassReport
+    from hermes_tui.config import Config
 
-def add_eval_parser(subparsers) -> None:
+
+def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "eval",
         help="replay a transcript and measure which facts the rolling summary keeps",
@@ -138,7 +143,7 @@ _FLAG_OF_KEY = {
 }
 
 
-def _config(args: argparse.Namespace, overrides: dict):
+def _config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
     """The config file (a named one must exist) with the flags applied on top."""
     from hermes_tui.config import ConfigError, apply_overrides, load_config
 
@@ -152,7 +157,7 @@ def _config(args: argparse.Namespace, overrides: dict):
         raise EvalError(f"{_FLAG_OF_KEY.get(exc.key or '', exc.key)}: {exc.message}") from None
 
 
-def _progress(done: int, total: int, reports) -> None:
+def _progress(done: int, total: int, reports: list[PassReport]) -> None:
     if done % 5 == 0 or done == total:
         sys.stderr.write(f"\r  replayed {done}/{total} turns")
         sys.stderr.flush()

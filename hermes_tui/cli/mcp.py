@@ -16,7 +16,7 @@ from typing import Any
 WAIT_MARGIN_S = 10.0
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     mcp = subparsers.add_parser("mcp", help="the MCP servers in config.yaml: list them, test one")
     actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="configured servers: enabled, transport, trust")
@@ -28,7 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return mcp
 
 
-def _servers(args: argparse.Namespace) -> dict | None:
+def _servers(args: argparse.Namespace) -> dict[str, Any] | None:
     path = getattr(args, "config", None)
     if path is not None and not path.is_file():
         _fail(f"--config {path}: no such file")

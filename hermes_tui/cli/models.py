@@ -27,7 +27,7 @@ PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 BAR_WIDTH = 24
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``models`` and its actions to the top-level subparsers of ``hermes-tui``."""
     models = subparsers.add_parser("models", help="list, download, delete and choose MLX models")
     actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -158,11 +158,11 @@ def run_list(args: argparse.Namespace) -> int:
     print("On this machine:")
     if not local:
         print(f"  nothing yet: hermes-tui models pull REPO (downloads go to {hub.hf_cache_dir()})")
-    for m in local:
-        state = "" if m.complete else f"  partial download ({format_bytes(m.partial_bytes)}): pull again to resume"
-        roles = f"  in use: {', '.join(m.roles)}" if m.roles else ""
-        print(f"  {m.name:<45} {m.source:<8} {format_bytes(m.size_bytes):>9}{roles}{state}")
-        print(f"      {m.path}")
+    for found in local:
+        state = "" if found.complete else f"  partial download ({format_bytes(found.partial_bytes)}): pull again to resume"
+        roles = f"  in use: {', '.join(found.roles)}" if found.roles else ""
+        print(f"  {found.name:<45} {found.source:<8} {format_bytes(found.size_bytes):>9}{roles}{state}")
+        print(f"      {found.path}")
     return 0
 
 
@@ -264,7 +264,7 @@ def _catalog_quietly() -> list[hub.CatalogModel]:
 # --- models import ---------------------------------------------------------------
 
 
-def add_import_parser(subparsers) -> argparse.ArgumentParser:
+def add_import_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``import PATH [--name NAME]`` to the ``models`` command's sub-parsers."""
     parser = subparsers.add_parser(
         "import",
@@ -303,7 +303,7 @@ def run_import(args: argparse.Namespace) -> int:
 class _TerminalProgress:
     """One self-overwriting status line on a terminal."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.shown = False
 

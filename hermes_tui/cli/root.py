@@ -30,7 +30,8 @@ def command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     """The function that runs a command, from ``hermes_tui.cli.<module>``, imported when it runs."""
 
     def run(args: argparse.Namespace) -> int:
-        return getattr(importlib.import_module(f"hermes_tui.cli.{module}"), function)(args)
+        code: int = getattr(importlib.import_module(f"hermes_tui.cli.{module}"), function)(args)
+        return code
 
     return run
 
@@ -53,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except KeyboardInterrupt:
         print("hermes-tui: interrupted", file=sys.stderr)
         return 130

@@ -41,9 +41,8 @@ def part_type(part: Any) -> str | None:
     """The part's type (a bare string counts as text), or None for a part that has none."""
     if isinstance(part, str):
         return "text"
-    if isinstance(part, dict) and isinstance(part.get("type"), str) and part["type"]:
-        return part["type"]
-    return None
+    kind = part.get("type") if isinstance(part, dict) else None
+    return kind if isinstance(kind, str) and kind else None
 
 
 def part_problem(part: Any) -> str | None:
@@ -91,12 +90,12 @@ def describe(part: dict[str, Any]) -> Attachment:
         mime, size = _data_url(url)
         return Attachment("image", _join(mime, size))  # a remote URL is not shown: it can carry a signature
     if kind == "input_audio":
-        audio = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
+        audio = _object(part.get("input_audio"))
         audio_format = audio.get("format")
         shown_format = audio_format if isinstance(audio_format, str) and audio_format.isalnum() else ""
         return Attachment("audio", _join(shown_format[:16], _base64_size(audio.get("data"))))
     if kind == "file":
-        file = part.get("file") if isinstance(part.get("file"), dict) else {}
+        file = _object(part.get("file"))
         _, size = _data_url(file.get("file_data"))
         return Attachment("file", _join(_filename(file.get("filename")), size))
     return Attachment(_TYPE_NAME.sub("", kind)[:32] or "part")
@@ -120,6 +119,11 @@ def human_size(size: int) -> str:
     if size < 1024 * 1024:
         return f"{round(size / 1024)} KB"
     return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def _join(*details: str) -> str:
@@ -147,5 +151,5 @@ def _base64_size(data: Any) -> str:
 def _filename(name: Any) -> str:
     if not isinstance(name, str):
         return ""
-    name = " ".join(name.replace("[", "(").replace("]", ")").split())
-    return name if len(name) <= _FILENAME_LIMIT else name[: _FILENAME_LIMIT - 1] + "…"
+    shown = " ".join(name.replace("[", "(").replace("]", ")").split())
+    return shown if len(shown) <= _FILENAME_LIMIT else shown[: _FILENAME_LIMIT - 1] + "…"

@@ -375,14 +375,13 @@ def wire_view(messages: Iterable[Message], *, merge_same_role: bool = True) -> l
     for msg in messages:
         item = msg.to_openai()
         prev = out[-1] if out else None
-        mergeable = (
+        if (
             merge_same_role
             and prev is not None
             and prev["role"] == item["role"]
             and item["role"] in ("user", "assistant", "system")
             and not prev.get("tool_calls")
-        )
-        if mergeable:
+        ):
             prev["content"] = _merged_content(prev["content"], item["content"])
             if item.get("tool_calls"):
                 prev["tool_calls"] = item["tool_calls"]

@@ -88,12 +88,16 @@ def read_hermes_offer(current: Config | None = None, path: Path | None = None) -
     return HermesOffer(path, changes, lines, skipped)
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _auxiliary(aux: dict[str, Any], proposed: list[tuple[str, str, Any]], skipped: list[str]) -> None:
     prefix = "auxiliary.compression"
     if isinstance(aux.get("timeout"), (int, float)) and not isinstance(aux.get("timeout"), bool):
         proposed.append((f"{prefix}.timeout", f"{prefix}.timeout", aux["timeout"]))
-    base_url = aux.get("base_url") if isinstance(aux.get("base_url"), str) else ""
-    model = aux.get("model") if isinstance(aux.get("model"), str) else ""
+    base_url = _text(aux.get("base_url"))
+    model = _text(aux.get("model"))
     if not base_url.strip():
         provider = aux.get("provider") or "auto"
         if model or provider != "auto":

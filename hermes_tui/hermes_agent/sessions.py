@@ -165,7 +165,7 @@ def _ids(sessions: list[dict[str, Any]]) -> str:
 
 
 def _choices(sessions: list[dict[str, Any]]) -> list[SessionChoice]:
-    def live(data):
+    def live(data: dict[str, Any]) -> int:
         raw = data.get("messages")
         return sum(1 for m in raw if isinstance(m, dict) and _flag(m, "active", True)) if isinstance(raw, list) else 0
 

@@ -51,7 +51,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from hermes_tui.core.transcript import TranscriptError
@@ -59,6 +59,7 @@ from hermes_tui.hermes_agent.sessions import HermesSession, convert_messages
 from hermes_tui.util.errors import AppError
 
 T = TypeVar("T")
+FileStates = tuple[tuple[int, int] | None, ...]  # (size, mtime_ns) of each file; None: absent
 
 CONTENT_JSON_PREFIXES = ("\x00json:", "\x01json:")
 SIDECARS = ("-wal", "-journal")
@@ -119,9 +120,10 @@ def _read(path: Path, work: Callable[[sqlite3.Connection], T]) -> T:
         before = _file_states(path)
         try:
             if any(_nonempty(_sidecar(path, suffix)) for suffix in SIDECARS):
-                result, copied = _read_copy(path, work, before)
-                if not copied:
+                copy = _read_copy(path, work, before)
+                if not copy[1]:
                     continue
+                result = copy[0]
             else:
                 result = _read_immutable(path, work)
         except sqlite3.DatabaseError as exc:
@@ -140,7 +142,9 @@ def _read_immutable(path: Path, work: Callable[[sqlite3.Connection], T]) -> T:
         conn.close()
 
 
-def _read_copy(path: Path, work: Callable[[sqlite3.Connection], T], before: tuple) -> tuple[T | None, bool]:
+def _read_copy(
+    path: Path, work: Callable[[sqlite3.Connection], T], before: FileStates
+) -> tuple[T, Literal[True]] | tuple[None, Literal[False]]:
     """``work`` on a private copy of the database and its journal; (None, False) if it changed while copied."""
     with tempfile.TemporaryDirectory(prefix="hermes-tui-import-") as tmp:
         copy = Path(tmp) / "state.db"
@@ -168,9 +172,9 @@ def _nonempty(path: Path) -> bool:
         return False
 
 
-def _file_states(path: Path) -> tuple:
+def _file_states(path: Path) -> FileStates:
     """Size and modification time of the database and its journals (the -shm changes with every reader)."""
-    states = []
+    states: list[tuple[int, int] | None] = []
     for file in (path, *(_sidecar(path, s) for s in SIDECARS)):
         try:
             st = os.stat(file)
@@ -216,7 +220,7 @@ def _list_sessions(conn: sqlite3.Connection) -> list[HermesSessionInfo]:
     return [replace(s, continues=continued.get(s.id)) for s in sessions]
 
 
-def _session_info(row: tuple) -> HermesSessionInfo:
+def _session_info(row: tuple[Any, ...]) -> HermesSessionInfo:
     return HermesSessionInfo(**dict(zip(SESSION_COLUMNS, row)))
 
 
@@ -305,7 +309,7 @@ def _is_set(value: Any, *, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-def _copy_key(row: dict[str, Any]) -> tuple:
+def _copy_key(row: dict[str, Any]) -> tuple[Any, ...]:
     # Compaction copies the protected head and tail into each generation verbatim (Hermes'
     # own display dedupe keys on these fields).
     return (row["role"], json.dumps(row["content"], sort_keys=True), row["timestamp"], row["tool_call_id"],

@@ -52,33 +52,33 @@ _OPTIONAL = ("reasoning", "default_compression", "default_chat", "notes")
 def load_catalog(path: Path | None = None) -> list[CatalogModel]:
     """The curated models, in file order (small first): the bundled catalog unless ``path``
     is given. Raises CatalogError on bad data."""
-    path = Path(path) if path is not None else CATALOG_PATH
+    source: Path | Traversable = Path(path) if path is not None else CATALOG_PATH
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CatalogError(f"{path}: no such file") from None
+        raise CatalogError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"{path}: cannot read ({exc})") from None
+        raise CatalogError(f"{source}: cannot read ({exc})") from None
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+        raise CatalogError(f"{source}: not valid YAML ({' '.join(str(exc).split())})") from None
     entries = data.get("models") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise CatalogError(f"{path}: expected a top-level 'models:' list of entries")
-    models = [_catalog_entry(path, index, entry) for index, entry in enumerate(entries, start=1)]
+        raise CatalogError(f"{source}: expected a top-level 'models:' list of entries")
+    models = [_catalog_entry(source, index, entry) for index, entry in enumerate(entries, start=1)]
     seen: set[str] = set()
     for index, model in enumerate(models, start=1):
         if model.repo in seen:
-            raise CatalogError(f"{path}: entry {index} ({model.repo}): listed twice")
+            raise CatalogError(f"{source}: entry {index} ({model.repo}): listed twice")
         seen.add(model.repo)
     defaults = [m.repo for m in models if m.default_compression]
     if len(defaults) != 1:
         raise CatalogError(
-            f"{path}: exactly one entry must have default_compression: true, found {len(defaults)}"
+            f"{source}: exactly one entry must have default_compression: true, found {len(defaults)}"
             + (f" ({', '.join(defaults)})" if defaults else "")
         )
     chat_defaults = [m.repo for m in models if m.default_chat]
     if len(chat_defaults) > 1:
-        raise CatalogError(f"{path}: at most one entry may have default_chat: true, found {', '.join(chat_defaults)}")
+        raise CatalogError(f"{source}: at most one entry may have default_chat: true, found {', '.join(chat_defaults)}")
     return models
 
 

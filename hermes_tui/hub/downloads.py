@@ -98,7 +98,7 @@ class _Tracker:
     current: str = ""
     resumed: int = 0
     _last_emit: float = 0.0
-    _window: deque = field(default_factory=deque)
+    _window: deque[tuple[float, int]] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
         self.resumed = self.done
@@ -314,7 +314,7 @@ def _retry_or_raise(
 def _silent_tqdm() -> type:
     from tqdm.auto import tqdm
 
-    class SilentTqdm(tqdm):
+    class SilentTqdm(tqdm):  # type: ignore[misc]  # tqdm has no types
         """snapshot_download's progress bars, never shown (progress is reported by download())."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -77,7 +77,7 @@ from hermes_tui.tools.approval import (
 )
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.registry import Call, ToolRegistry
-from hermes_tui.tools.workspace import Workspace
+from hermes_tui.tools.workspace import OutsideApprover, Workspace
 from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class Tools:
             weakref.finalize(self, shutil.rmtree, self.tmpdir, ignore_errors=True)
         return Sandbox(self.mode, self.workspace.root, self.tmpdir)
 
-    def context(self, cancel: threading.Event, approve_outside=None) -> ToolContext:
+    def context(self, cancel: threading.Event, approve_outside: OutsideApprover | None = None) -> ToolContext:
         return ToolContext(workspace=self.workspace, cancel=cancel, max_output_bytes=self.max_output_bytes,
                            shell_timeout_s=self.shell_timeout_s, approve_outside=approve_outside,
                            sandbox=self.sandbox())
@@ -440,7 +440,7 @@ class AgentTurn:
         finally:
             with self.session.lock:  # a result the store refused is in the transcript all the same
                 answered |= {m.tool_call_id for m in self.session.conv.messages[-len(reply.tool_calls or []):]
-                             if m.role == "tool"}
+                             if m.role == "tool" and m.tool_call_id is not None}
             unanswered = [c for c in reply.tool_calls or [] if c["id"] not in answered]
             if unanswered:  # an exception escaped (a store failure, an interrupt): keep it valid
                 for call in unanswered:

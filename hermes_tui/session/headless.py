@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.config import Config
@@ -40,6 +40,10 @@ from hermes_tui.tools.mcp import McpManager, ServerStatus
 from hermes_tui.tools.registry import one_line
 from hermes_tui.util.terminal_text import visible_controls
 from hermes_tui.util.untrusted import InputError, load_json
+
+if TYPE_CHECKING:
+    from hermes_tui.chat.client import ChatClient
+    from hermes_tui.compaction.summarizer import Summarizer
 
 TITLE_CHARS = 60
 
@@ -121,7 +125,8 @@ def stop_on_signals(cancel: threading.Event) -> Iterator[None]:
 
 def run_headless(
     config: Config, store: Store, prompt: str, *, workspace: str | None = None, mode: str | None = None,
-    resume: str | None = None, activity: TextIO = sys.stderr, chat=None, summarizer=None,
+    resume: str | None = None, activity: TextIO = sys.stderr, chat: ChatClient | None = None,
+    summarizer: Summarizer | None = None,
 ) -> RunOutcome:
     """Run one turn on a new session (or ``resume``); raises ChatError, StoreError, ValueError."""
     mcp = start_mcp(config)
@@ -145,7 +150,7 @@ def _wait_for_servers(mcp: McpManager, config: Config, activity: TextIO) -> None
 
 
 def _run(config: Config, store: Store, prompt: str, tools: Tools, *, resume: str | None, activity: TextIO,
-         chat, summarizer) -> RunOutcome:
+         chat: ChatClient | None, summarizer: Summarizer | None) -> RunOutcome:
     from hermes_tui.session.wiring import open_session
 
     session_id = None

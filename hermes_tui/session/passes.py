@@ -105,8 +105,8 @@ class BackgroundPasses:
         A trim that already landed ahead of it is reported first."""
         with self._lock:
             early, self._early = self._early, []
-        for report in early:
-            self._report(report)
+        for landed in early:
+            self._report(landed)
         with self._lock:
             planned = self._planned
             if planned is None:
@@ -140,5 +140,5 @@ class BackgroundPasses:
             with self._lock:
                 if self._queue.running is None:
                     return
-                if self._thread is thread and self._planned is None and not thread.is_alive():
+                if self._thread is thread and self._planned is None and (thread is None or not thread.is_alive()):
                     return

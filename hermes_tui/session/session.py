@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from hermes_tui.chat.client import CANCELLED, ChatClient, ChatDelta, ChatDone, ChatError, Usage
 from hermes_tui.compaction.batch import plan_batch
@@ -236,7 +237,7 @@ class Session:
             done, stopped = ChatDone("".join(parts), Usage(prompt_tokens=None, completion_tokens=None)), True
         assert done is not None  # ChatClient.stream ends with exactly one ChatDone
         self.record_request(self.context_tokens(), done)
-        meta: dict = {"usage": usage_meta(done)}
+        meta: dict[str, Any] = {"usage": usage_meta(done)}
         if stopped:
             meta["stopped"] = True
         reply = Message(role="assistant", content=done.text, meta=meta)
@@ -269,9 +270,9 @@ class Session:
         ))
 
     def model_call(
-        self, *, max_tokens: int | None, cancel: threading.Event | None, tools: list[dict] | None = None,
+        self, *, max_tokens: int | None, cancel: threading.Event | None, tools: list[dict[str, Any]] | None = None,
         listener: FitListener | None = None, settle: Callable[[], None] | None = None,
-    ):
+    ) -> Iterator[Any]:
         """The one way to the model: the transcript, guarded (``session.fit.guarded_stream``)."""
         return guarded_stream(self, max_tokens=max_tokens, cancel=cancel, tools=tools, listener=listener,
                               settle=settle)
@@ -445,8 +446,9 @@ class Session:
         trimmed = self.compactor.plan_trim(snapshot, epoch=epoch) if trim else None
         if trimmed is None:
             return plan_batch(snapshot, self.compactor.state, self.compactor.ctx, focus)
-        first = [] if self._trim_now(trimmed) else [trimmed]
+        first: list[PassResult] = [] if self._trim_now(trimmed) else [trimmed]
         work = Conversation(snapshot, counter=self.conv.counter)
+        assert trimmed.replacement is not None  # a trim plan always carries one (compaction.trim)
         work.apply(trimmed.replacement)
         if work.total_tokens <= self.compactor.ctx.window.threshold_tokens:
             return first
@@ -478,7 +480,7 @@ class Session:
         self.store.archive_and_compact(self.info.id, result)
 
     # --- figures for the status bar and /usage -------------------------------------------
-    def usage(self) -> dict:
+    def usage(self) -> dict[str, Any]:
         window = self.compactor.ctx.window
         state = self.compactor.state
         return {
@@ -498,7 +500,7 @@ class Session:
             "compression_speed": self._compression_speed(),
         }
 
-    def _compression_speed(self) -> dict | None:
+    def _compression_speed(self) -> dict[str, Any] | None:
         """The speeds defrag and batch are sized by (tokens/s); None for a summarizer with no
         model, which takes any piece whole. ``measured``: here or by an earlier session."""
         speed = self.compactor.ctx.speed
@@ -507,7 +509,7 @@ class Session:
         return {"prompt_tps": speed.prompt_tps, "generation_tps": speed.generation_tps, "measured": speed.measured}
 
 
-def usage_meta(done: ChatDone) -> dict:
+def usage_meta(done: ChatDone) -> dict[str, Any]:
     usage = done.usage
     return {
         key: value

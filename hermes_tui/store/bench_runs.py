@@ -26,7 +26,9 @@ def insert_run(store: Store, row: dict[str, Any]) -> int:
         cursor = store.conn.execute(
             f"INSERT INTO bench_runs ({', '.join(names)}) VALUES ({','.join('?' * len(names))})", values,
         )
-    return cursor.lastrowid
+    run_id = cursor.lastrowid
+    assert run_id is not None  # set by every INSERT into a rowid table
+    return run_id
 
 
 def select_runs(store: Store, *, model: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -56,5 +58,5 @@ def delete_run(store: Store, run_id: int) -> None:
         store.conn.execute("DELETE FROM bench_runs WHERE id = ?", (run_id,))
 
 
-def _decoded(row: tuple) -> dict[str, Any]:
+def _decoded(row: tuple[Any, ...]) -> dict[str, Any]:
     return {name: json.loads(value) if name in JSON_COLUMNS else value for name, value in zip(COLUMNS, row)}

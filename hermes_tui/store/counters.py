@@ -8,6 +8,7 @@ the marker's older figures. One small update per pass, never a row per message.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hermes_tui.store.db import translate_errors
 from hermes_tui.store.store import Store
@@ -35,7 +36,12 @@ def load_counters(store: Store, session_id: str) -> tuple[int, int] | None:
         return None
     if not isinstance(counters, dict):
         return None
-    passes, saved = counters.get("passes_total"), counters.get("tokens_saved_total")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (passes, saved)) or passes < 0:
+    passes, saved = _integer(counters.get("passes_total")), _integer(counters.get("tokens_saved_total"))
+    if passes is None or saved is None or passes < 0:
         return None
     return passes, saved
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` if it is a JSON integer (not a boolean), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from hermes_tui.store.db import StoreError
+from hermes_tui.store.guard import GuardedConnection
 
 HEARTBEAT_EVERY_S = 60.0          # a write refreshes the heartbeat at most this often
 OTHER_HOST_STALE_S = 30 * 60.0    # generous: only a lease from another machine ever lapses by time
@@ -152,7 +152,7 @@ def is_alive(holder: Holder, now: float | None = None) -> bool:
 # --- the rows (inside the caller's transaction) -------------------------------------------
 
 
-def read(conn: sqlite3.Connection, session_id: str) -> tuple[str, Holder] | None:
+def read(conn: GuardedConnection, session_id: str) -> tuple[str, Holder] | None:
     row = conn.execute(
         "SELECT token, pid, host, boot_id, started, acquired, heartbeat FROM session_leases WHERE session_id = ?",
         (session_id,),
@@ -160,7 +160,7 @@ def read(conn: sqlite3.Connection, session_id: str) -> tuple[str, Holder] | None
     return None if row is None else (row[0], Holder(*row[1:]))
 
 
-def write(conn: sqlite3.Connection, session_id: str, token: str) -> None:
+def write(conn: GuardedConnection, session_id: str, token: str) -> None:
     """Take the lease for this process (replacing a stale one)."""
     holder = me()
     conn.execute(
@@ -171,7 +171,7 @@ def write(conn: sqlite3.Connection, session_id: str, token: str) -> None:
     )
 
 
-def refresh(conn: sqlite3.Connection, session_id: str, token: str, heartbeat: float) -> None:
+def refresh(conn: GuardedConnection, session_id: str, token: str, heartbeat: float) -> None:
     """Refresh the heartbeat when it is old: one UPDATE every ``HEARTBEAT_EVERY_S`` at most."""
     now = time.time()
     if now - heartbeat >= HEARTBEAT_EVERY_S:
@@ -179,7 +179,7 @@ def refresh(conn: sqlite3.Connection, session_id: str, token: str, heartbeat: fl
                      (now, session_id, token))
 
 
-def delete(conn: sqlite3.Connection, session_id: str, token: str | None = None) -> None:
+def delete(conn: GuardedConnection, session_id: str, token: str | None = None) -> None:
     if token is None:
         conn.execute("DELETE FROM session_leases WHERE session_id = ?", (session_id,))
     else:

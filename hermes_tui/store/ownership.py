@@ -13,20 +13,23 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from hermes_tui.store import schema
 
 APPLICATION_ID = 0x48545549  # "HTUI"
 
-EMPTY, OURS, FOREIGN = "empty", "ours", "foreign"
+Kind = Literal["empty", "ours", "foreign"]
+EMPTY: Final = "empty"
+OURS: Final = "ours"
+FOREIGN: Final = "foreign"
 
 _MODULE = re.compile(r"\bUSING\s+(\w+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Ownership:
-    kind: Literal["empty", "ours", "foreign"]
+    kind: Kind
     version: int          # PRAGMA user_version
     stamped: bool         # carries our application_id
     reason: str = ""      # for FOREIGN: what gives it away, as a phrase

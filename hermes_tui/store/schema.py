@@ -146,7 +146,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def user_version(conn: sqlite3.Connection) -> int:
-    return conn.execute("PRAGMA user_version").fetchone()[0]
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
 
 
 def migrate(

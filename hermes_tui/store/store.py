@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from hermes_tui.compaction.state import SKIPPED_FLAG, PassResult
@@ -363,10 +364,11 @@ class Store:
         return [SearchHit(*row) for row in rows]
 
     def count_rows(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        count: int = self.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        return count
 
     # --- internals -----------------------------------------------------------------------
-    def _transaction(self):
+    def _transaction(self) -> _Transaction:
         return _Transaction(self)
 
     def _position(self, session_id: str) -> int:
@@ -383,7 +385,8 @@ class Store:
         ).fetchone()
         if row is None:
             raise StoreError(f"{self.path}: message {message_id} is not in session {session_id}")
-        return row[0]
+        position: int = row[0]
+        return position
 
     def _append(self, session_id: str, messages: list[Message]) -> None:
         """Insert messages at the end of the session (inside the caller's transaction)."""
@@ -460,13 +463,15 @@ class _Transaction:
             self.store.conn.lock.release()
             raise
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         try:
             return self._end(exc_type, exc)
         finally:
             self.store.conn.lock.release()
 
-    def _end(self, exc_type, exc) -> bool:
+    def _end(self, exc_type: type[BaseException] | None, exc: BaseException | None) -> bool:
         conn = self.store.conn
         if exc_type is None:
             try:

@@ -24,8 +24,12 @@ from typing import Any, ClassVar, Protocol
 
 from hermes_tui.core.transcript import Message
 
-# The boundary's own names are part of this interface too.
-from .workspace import OutsideAccess, OutsideApprover, ToolError, Workspace, relative_display  # noqa: F401
+# The boundary's own names are part of this interface too (`X as X`: re-exported).
+from .workspace import OutsideAccess as OutsideAccess
+from .workspace import OutsideApprover as OutsideApprover
+from .workspace import ToolError as ToolError
+from .workspace import Workspace as Workspace
+from .workspace import relative_display as relative_display
 
 # Output caps: ~4 bytes per token for code and logs, so 32 KB is about 8K tokens.
 DEFAULT_MAX_OUTPUT_BYTES = 32_000

@@ -167,7 +167,8 @@ def _word(node: Any) -> Word:
 
 
 def _simple(node: Any) -> SimpleCommand:
-    assignments, words = [], []
+    assignments: list[Word] = []
+    words: list[Word] = []
     for child in node.children:
         if child.type == "variable_assignment":
             assignments.append(Word(child.text.decode("utf-8", "surrogateescape")))

@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from .bash_parse import Parsed, SimpleCommand, Word, parse
 from .command_table import (
@@ -51,6 +52,14 @@ class CommandCheck:
     assignments: tuple[str, ...] = ()  # "CI=1" before the command
     outside: str | None = None  # a word that may name a path outside the workspace
     banned: str | None = None  # an option that writes or runs programs (from the table)
+
+
+class _Found(TypedDict):
+    """What ``_judge`` found, the same in each of its verdicts (``CommandCheck``'s last fields)."""
+
+    assignments: tuple[str, ...]
+    outside: str | None
+    banned: str | None
 
 
 # --- paths -------------------------------------------------------------------------------
@@ -107,7 +116,8 @@ def _values(word: Word, program: Program, root: Path | None) -> Iterable[str | N
         yield None
         return
     if not text.startswith("-") or text == "-":
-        yield from (expand(word, root) or [None])
+        paths: Iterable[str | None] = expand(word, root) or [None]
+        yield from paths
         return
     if word.glob or word.brace:
         yield None  # an option word bash would expand: not worth telling apart
@@ -235,7 +245,7 @@ def _judge(cmd: SimpleCommand, words: tuple[str, ...], assignments: tuple[str, .
     table = program or Program()
     outside = outside or _first_outside(args, table, inside, root)
     banned = next((hit for w in args if w.text and (hit := option_hit(w.text, table.banned, find_style=table.find_style))), None)
-    result = dict(assignments=assignments, outside=outside, banned=banned)
+    result = _Found(assignments=assignments, outside=outside, banned=banned)
     if program is None:
         return CommandCheck(True, words, False, f"'{shown}' is not on the read-only list", **result)
     if banned:

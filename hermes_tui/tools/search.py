@@ -45,7 +45,7 @@ def _format(shown: str, number: int, text: str) -> str:
     return f"{shown}:{number}:{text}"
 
 
-def _python_matches(base: Path, root: Path, regex: re.Pattern[str], include: pathspec.PathSpec | None,
+def _python_matches(base: Path, root: Path, regex: re.Pattern[str], include: pathspec.GitIgnoreSpec | None,
                     context: ToolContext) -> Iterator[str]:
     rules = IgnoreRules(root)
     targets = [base] if base.is_file() else walk_files(base, rules, context.check_cancel)
@@ -104,10 +104,10 @@ def _ripgrep_matches(rg: str, base: Path, root: Path, pattern: str, glob: str | 
                 raise ToolError(message)
         if proc.returncode == 2:
             assert proc.stderr is not None
-            message = proc.stderr.read().decode("utf-8", errors="replace").strip().splitlines()
+            lines = proc.stderr.read().decode("utf-8", errors="replace").strip().splitlines()
             # rg exits 2 also when some file could not be read; only a bad pattern matters.
-            if message and "regex" in message[0].lower():
-                raise ToolError(f"invalid pattern: {' '.join(message[:3])}")
+            if lines and "regex" in lines[0].lower():
+                raise ToolError(f"invalid pattern: {' '.join(lines[:3])}")
     finally:
         if proc.poll() is None:
             try:

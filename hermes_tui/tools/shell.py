@@ -27,7 +27,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from .base import (
     MAX_SHELL_TIMEOUT_S,
@@ -83,6 +83,14 @@ class ShellOutcome:
     timed_out: bool = False
     stopped: bool = False
     background_stopped: bool = False
+
+
+class _Meta(TypedDict):
+    """The outcome's figures a ``ToolResult`` carries, whatever the verdict."""
+
+    duration_ms: float
+    bytes: int
+    truncated: bool
 
 
 def _live_members_linux(pgid: int) -> bool:
@@ -210,7 +218,8 @@ class RunShell(Tool):
     }
 
     def shell_command(self, arguments: dict[str, Any]) -> str | None:
-        return arguments["command"]
+        command: str = arguments["command"]  # a string: the schema says so
+        return command
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         timeout_s = min(float(arguments.get("timeout_s", context.shell_timeout_s)), MAX_SHELL_TIMEOUT_S)
@@ -218,7 +227,7 @@ class RunShell(Tool):
         out = run_command(arguments["command"], cwd=str(context.workspace.root), env=env,
                           timeout_s=timeout_s, cancel=context.cancel, sandbox=context.sandbox,
                           max_bytes=max(context.max_output_bytes - 512, 64))  # room for the trailer
-        meta = dict(duration_ms=out.duration_ms, bytes=out.bytes, truncated=out.truncated)
+        meta = _Meta(duration_ms=out.duration_ms, bytes=out.bytes, truncated=out.truncated)
         text = out.output if out.output else ""
         if out.stopped:
             return ToolResult.stopped(text, **meta)

@@ -288,9 +288,9 @@ def _bounded_loader() -> type[yaml.SafeLoader]:
             self._depth = 0  # collections open around the node being composed
             self._heights: dict[int, int] = {}  # id(node) -> levels at and below it, once composed
 
-        def compose_node(self, parent: Node | None, index: Any) -> Node:
+        def compose_node(self, parent: Node | None, index: Any) -> Node | None:
             if self.check_event(AliasEvent):
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # unannotated in PyYAML's stubs
                 node = super().compose_node(parent, index)
                 height = self._heights.get(id(node))
                 if height is None:
@@ -300,7 +300,8 @@ def _bounded_loader() -> type[yaml.SafeLoader]:
                 return node
             self._depth += 1
             if self._depth > MAX_DEPTH:
-                raise _at(self.peek_event().start_mark, "too deeply nested", f"more than {MAX_DEPTH} levels")
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # unannotated in PyYAML's stubs
+                raise _at(mark, "too deeply nested", f"more than {MAX_DEPTH} levels")
             node = super().compose_node(parent, index)
             self._depth -= 1
             if isinstance(node, SequenceNode):
@@ -312,7 +313,7 @@ def _bounded_loader() -> type[yaml.SafeLoader]:
             self._heights[id(node)] = 1 + max((self._heights.get(id(c), 1) for c in children), default=0)
             return node
 
-        def construct_scalar(self, node: Node) -> Any:
+        def construct_scalar(self, node: ScalarNode | MappingNode) -> Any:
             value = super().construct_scalar(node)
             if isinstance(value, str) and (detail := _surrogate_detail(value)):
                 raise _at(node.start_mark, "not valid text", detail)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.hub.gguf.header import GGUFHeader, md_value, read_gguf_header
 from hermes_tui.hub.gguf.quants import tensor_to_mlx
@@ -18,6 +18,9 @@ from hermes_tui.hub.import_common import (
     brief,
     write_json,
 )
+
+if TYPE_CHECKING:  # mlx is imported where used: importing this module does not load it
+    import mlx.core as mx
 
 # llama.cpp tensor names -> mlx_lm llama / qwen2 names (the two share them).
 _GLOBAL = {
@@ -54,7 +57,7 @@ def _mlx_name(gguf_name: str, arch: str) -> tuple[str, str, str]:
     raise ModelImportError(f"unexpected tensor {gguf_name!r} for a {arch} model (not a plain dense {arch}?)")
 
 
-def _unpermute_rows(a, n_head: int):
+def _unpermute_rows(a: mx.array, n_head: int) -> mx.array:
     """Undo llama.cpp's Q/K permutation (convert_hf_to_gguf.py ``LlamaModel.permute``).
 
     llama.cpp rotates adjacent pairs (GPT-J style RoPE); Hugging Face Llama rotates the
@@ -94,7 +97,7 @@ def convert_gguf(path: Path, header: GGUFHeader, out: Path, progress: ProgressFn
         config["rope_scaling"] = _llama3_scaling_from_freqs(values, config, path)
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
 
-    converted: dict[str, Any] = {}
+    converted: dict[str, mx.array] = {}
     for i, t in enumerate(tensors):
         try:
             module, role, suffix = _mlx_name(t.name, arch)
@@ -136,7 +139,7 @@ def convert_gguf(path: Path, header: GGUFHeader, out: Path, progress: ProgressFn
     _save_weights(converted, out, progress)
 
 
-def _md_float(metadata: dict, key: str, default: float | None = None) -> float | None:
+def _md_float(metadata: dict[str, Any], key: str, default: float | None = None) -> float | None:
     value = md_value(metadata, key, default)
     if value is None:
         return None
@@ -144,7 +147,7 @@ def _md_float(metadata: dict, key: str, default: float | None = None) -> float |
     return float(f"{float(value):.7g}")
 
 
-def _model_config(arch: str, metadata: dict, header: GGUFHeader, path: Path) -> dict[str, Any]:
+def _model_config(arch: str, metadata: dict[str, Any], header: GGUFHeader, path: Path) -> dict[str, Any]:
     """config.json for mlx_lm's llama or qwen2 model from the ``{arch}.*`` metadata."""
     def need(key: str) -> Any:
         value = md_value(metadata, f"{arch}.{key}")
@@ -214,7 +217,7 @@ def llama3_rope_factors(
     return factors
 
 
-def _rope_scaling(arch: str, metadata: dict, path: Path) -> dict | None:
+def _rope_scaling(arch: str, metadata: dict[str, Any], path: Path) -> dict[str, Any] | None:
     """RoPE scaling named in the metadata (Llama 3's ``rope_freqs`` tensor is handled apart)."""
     kind = md_value(metadata, f"{arch}.rope.scaling.type")
     if kind in (None, "none", ""):
@@ -224,7 +227,7 @@ def _rope_scaling(arch: str, metadata: dict, path: Path) -> dict | None:
     raise ModelImportError(f"{path.name}: RoPE scaling {kind!r} is not supported")
 
 
-def _llama3_scaling_from_freqs(freqs, config: dict, path: Path) -> dict:
+def _llama3_scaling_from_freqs(freqs: mx.array, config: dict[str, Any], path: Path) -> dict[str, Any]:
     """The ``rope_scaling`` that reproduces a ``rope_freqs`` tensor, or an error."""
     import numpy as np
 
@@ -242,7 +245,7 @@ def _llama3_scaling_from_freqs(freqs, config: dict, path: Path) -> dict:
     raise ModelImportError(f"{path.name}: rope_freqs does not match Llama 3 RoPE scaling; not supported")
 
 
-def _check_shapes(weights: dict, config: dict, arch: str, path: Path) -> None:
+def _check_shapes(weights: dict[str, mx.array], config: dict[str, Any], arch: str, path: Path) -> None:
     """Catch a GGUF whose tensors disagree with its metadata before writing anything."""
     hidden, head_dim = config["hidden_size"], config["head_dim"]
     expected_rows = {
@@ -272,7 +275,7 @@ def _check_shapes(weights: dict, config: dict, arch: str, path: Path) -> None:
                 raise ModelImportError(f"{path.name}: layer {i} has no {role}.bias ({arch} has Q/K/V biases)")
 
 
-def _quantization_entry(weights: dict) -> dict | None:
+def _quantization_entry(weights: dict[str, mx.array]) -> dict[str, Any] | None:
     """config["quantization"]: the most common (bits, group) plus per-layer exceptions."""
     found: dict[str, tuple[int, int]] = {}
     for name, scales in weights.items():
@@ -293,10 +296,10 @@ def _quantization_entry(weights: dict) -> dict | None:
     return entry
 
 
-def _save_weights(weights: dict, out: Path, progress: ProgressFn | None) -> None:
+def _save_weights(weights: dict[str, mx.array], out: Path, progress: ProgressFn | None) -> None:
     import mlx.core as mx
 
-    shards: list[dict] = []
+    shards: list[dict[str, mx.array]] = []
     size = 0
     for name in sorted(weights):
         arr = weights[name]

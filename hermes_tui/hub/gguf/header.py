@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from hermes_tui.hub.import_common import (
     SUPPORTED_ARCHITECTURES,
@@ -81,14 +81,14 @@ def read_gguf_header(path: Path, *, arrays: bool = False) -> GGUFHeader:
         raise ModelImportError(f"{path}: cannot read ({brief(exc)})") from None
 
 
-def _parse_gguf_header(f, size: int, arrays: bool = False) -> GGUFHeader:
+def _parse_gguf_header(f: BinaryIO, size: int, arrays: bool = False) -> GGUFHeader:
     def read(n: int) -> bytes:
         data = f.read(n)
         if len(data) != n:
             raise EOFError("unexpected end of file")
         return data
 
-    def unpack(fmt: str):
+    def unpack(fmt: str) -> Any:
         return struct.unpack(fmt, read(struct.calcsize(fmt)))[0]
 
     def string() -> str:
@@ -196,7 +196,7 @@ def check_gguf_header(path: Path, header: GGUFHeader) -> None:
         raise ModelImportError(f"{path.name}: the GGUF holds no tensors")
 
 
-def md_value(metadata: dict, key: str, default: Any = None) -> Any:
+def md_value(metadata: dict[str, Any], key: str, default: Any = None) -> Any:
     """A metadata value as plain Python (0-d arrays, as mx.load gives numbers, unwrapped)."""
     value = metadata.get(key, default)
     if hasattr(value, "tolist"):

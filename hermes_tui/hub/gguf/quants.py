@@ -16,10 +16,18 @@ MLX packs codes as one little-endian bit stream in uint32 words (``mx.quantize``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.hub.gguf.header import GGML_TYPES, GGUFTensor
 from hermes_tui.hub.import_common import ModelImportError
+
+if TYPE_CHECKING:  # numpy and mlx are imported where used: importing this module loads neither
+    import mlx.core as mx
+    from numpy.typing import NDArray
+
+    Array = NDArray[Any]
 
 # type -> (bits of the MLX codes, offset of the f16 minimum or None, offset of the high
 # bits or None, offset of the codes, the code offset folded into the bias).
@@ -36,7 +44,7 @@ _CHUNK_WEIGHTS = 1 << 23  # decode this many weights at a time (bounded scratch 
 _BLOCKS = {name: (block, nbytes) for name, block, nbytes in GGML_TYPES.values()}  # name -> (weights, bytes)
 
 
-def _raw_rows(path: Path, t: GGUFTensor, rows: int | None = None):
+def _raw_rows(path: Path, t: GGUFTensor, rows: int | None = None) -> Array:
     """The tensor's bytes as a (rows, bytes_per_row) uint8 memmap."""
     import numpy as np
 
@@ -48,13 +56,13 @@ def _raw_rows(path: Path, t: GGUFTensor, rows: int | None = None):
     return np.memmap(path, dtype=np.uint8, mode="r", offset=t.offset, shape=(take, row_bytes))
 
 
-def _f16(blocks, start: int):
+def _f16(blocks: Array, start: int) -> Array:
     import numpy as np
 
     return np.ascontiguousarray(blocks[..., start:start + 2]).view(np.float16).astype(np.float32)
 
 
-def _pack(codes, bits: int):
+def _pack(codes: Array, bits: int) -> Array:
     """(rows, cols) uint8 codes < 2**bits -> MLX's packing: a little-endian bit stream of
     ``bits`` per code in uint32 words (eight codes fill ``bits`` bytes)."""
     import numpy as np
@@ -73,12 +81,12 @@ def _pack(codes, bits: int):
     return np.ascontiguousarray(packed).reshape(rows, cols * bits // 8).view("<u4")
 
 
-def _blocks(raw, t: GGUFTensor):
+def _blocks(raw: Array, t: GGUFTensor) -> Array:
     """(rows, blocks per row, bytes per block) view of a chunk of rows."""
     return raw.reshape(raw.shape[0], -1, _BLOCKS[t.type_name][1])
 
 
-def _affine_32(blocks, type_name: str):
+def _affine_32(blocks: Array, type_name: str) -> tuple[Array, Array, Array]:
     """Codes (rows, cols) and per-block scales and biases (rows, cols/32) of a 32-block type."""
     import numpy as np
 
@@ -97,7 +105,7 @@ def _affine_32(blocks, type_name: str):
     return codes.reshape(rows, nb * 32), d.reshape(rows, nb), bias.reshape(rows, nb)
 
 
-def _q4_k(blocks):
+def _q4_k(blocks: Array) -> tuple[Array, Array, Array]:
     """Q4_K: per 256 weights f16 d, f16 dmin, 12 bytes of 6-bit sub-block scales and mins,
     128 bytes of codes in 32-byte chunks (low nibbles: sub-block 2c, high: 2c + 1).
     Sub-block j decodes as ``d * sc[j] * q - dmin * m[j]``."""
@@ -113,7 +121,7 @@ def _q4_k(blocks):
     return codes, (d * scale6).reshape(rows, nb * 8), -(dmin * min6).reshape(rows, nb * 8)
 
 
-def _q6_k(blocks):
+def _q6_k(blocks: Array) -> Array:
     """Q6_K: per 256 weights 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8
     sub-block scales, f16 d. Weight = d * sc[i // 16] * (q - 32), ggml's order of operations."""
     import numpy as np
@@ -136,7 +144,7 @@ def _q6_k(blocks):
     return (scale * q).reshape(rows, nb * 256)
 
 
-def _q2_k(blocks):
+def _q2_k(blocks: Array) -> Array:
     """Q2_K: per 256 weights 16 bytes of 4-bit scale / 4-bit min pairs, 64 bytes of 2-bit
     codes, f16 d and dmin. Each 32-byte half holds 128 weights, 32 per shift 0, 2, 4, 6;
     weight i = d * (sc[i // 16] & 15) * q - dmin * (sc[i // 16] >> 4)."""
@@ -149,10 +157,11 @@ def _q2_k(blocks):
     q = np.concatenate(parts, axis=-1).astype(np.float32)
     dl = np.repeat(d * (sc & 0x0F).astype(np.float32), 16, axis=-1)
     ml = np.repeat(dmin * (sc >> 4).astype(np.float32), 16, axis=-1)
-    return (dl * q - ml).reshape(rows, nb * 256)
+    weights: Array = dl * q - ml
+    return weights.reshape(rows, nb * 256)
 
 
-def _to_f16(values, t: GGUFTensor, path: Path):
+def _to_f16(values: Array, t: GGUFTensor, path: Path) -> Array:
     import numpy as np
 
     with np.errstate(over="ignore"):
@@ -162,13 +171,13 @@ def _to_f16(values, t: GGUFTensor, path: Path):
     return out
 
 
-def _row_chunks(raw, cols: int):
+def _row_chunks(raw: Array, cols: int) -> Iterator[Array]:
     step = max(1, _CHUNK_WEIGHTS // max(cols, 1))
     for start in range(0, raw.shape[0], step):
         yield raw[start:start + step]
 
 
-def tensor_to_mlx(path: Path, t: GGUFTensor) -> dict:
+def tensor_to_mlx(path: Path, t: GGUFTensor) -> dict[str, mx.array]:
     """The tensor as MLX arrays: {"weight": w} for dense ones, plus "scales" and "biases"
     for the quantized ones (``w`` then holds the packed uint32 codes)."""
     import mlx.core as mx
@@ -207,7 +216,7 @@ def tensor_to_mlx(path: Path, t: GGUFTensor) -> dict:
     }
 
 
-def q4_k_to_mlx(path: Path, t: GGUFTensor):
+def q4_k_to_mlx(path: Path, t: GGUFTensor) -> tuple[mx.array, mx.array, mx.array]:
     """A Q4_K tensor as MLX affine 4-bit, group size 32: (packed, scales, biases)."""
     if t.type_name != "Q4_K" or len(t.shape) != 2 or t.shape[1] % 256:
         raise ModelImportError(f"Q4_K tensor {t.name} has an unsupported shape {t.shape}")

@@ -3,10 +3,13 @@ or SentencePiece BPE with byte fallback (``llama``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.hub.gguf.header import md_value
 from hermes_tui.hub.import_common import ModelImportError
+
+if TYPE_CHECKING:  # tokenizers is imported where used: importing this module does not load it
+    from tokenizers import Tokenizer
 
 # Pre-tokenizer regexes, by tokenizer.ggml.pre (llama.cpp's llama-vocab.cpp names them).
 _GPT2_FAMILY = {"default", "gpt-2", "gpt2", "mpt", "olmo", "jais", "phi-2", "jina-es", "jina-de",
@@ -32,7 +35,9 @@ SUPPORTED_PRE_TOKENIZERS = tuple(sorted(_GPT2_FAMILY | _DIGITS_THEN_GPT2 | set(_
 TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN = 3, 4, 2
 
 
-def build_tokenizer(metadata: dict, model_max_length: int):
+def build_tokenizer(
+    metadata: dict[str, Any], model_max_length: int
+) -> tuple[Tokenizer, dict[str, Any], dict[str, Any]]:
     """(tokenizers.Tokenizer, tokenizer_config dict, config special ids) from GGUF metadata."""
     from tokenizers import AddedToken
 
@@ -93,7 +98,7 @@ def build_tokenizer(metadata: dict, model_max_length: int):
         tokenizer_config["chat_template"] = [{"name": k, "template": v} for k, v in sorted(templates.items())]
 
     # Generation stops at EOS and at llama.cpp's end-of-turn tokens (Llama 3's <|eot_id|>).
-    stop_ids = []
+    stop_ids: list[int] = []
     for key in ("eos_token_id", "eot_token_id", "eom_token_id"):
         idx = md_value(metadata, f"tokenizer.ggml.{key}")
         if idx is not None and int(idx) not in stop_ids:
@@ -108,7 +113,7 @@ def build_tokenizer(metadata: dict, model_max_length: int):
     return tokenizer, tokenizer_config, special_ids
 
 
-def _merges(metadata: dict) -> list[tuple[str, str]]:
+def _merges(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     merges = []
     for merge in metadata.get("tokenizer.ggml.merges") or []:
         left, sep, right = merge.partition(" ")
@@ -125,7 +130,7 @@ def _vocab(tokens: list[str]) -> dict[str, int]:
     return vocab
 
 
-def _byte_level_bpe(metadata: dict, tokens: list[str]):
+def _byte_level_bpe(metadata: dict[str, Any], tokens: list[str]) -> Tokenizer:
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     pre = metadata.get("tokenizer.ggml.pre") or "default"
@@ -159,7 +164,7 @@ def _byte_level_bpe(metadata: dict, tokens: list[str]):
     return tokenizer
 
 
-def _sentencepiece_bpe(metadata: dict, tokens: list[str], types: list[int], unk: str | None):
+def _sentencepiece_bpe(metadata: dict[str, Any], tokens: list[str], types: list[int], unk: str | None) -> Tokenizer:
     """SentencePiece BPE (Llama 2, Mistral, TinyLlama) as a tokenizers BPE with byte fallback.
 
     GGUF keeps SentencePiece's scores, not merges; the merges are recovered from the
@@ -193,7 +198,9 @@ def _sentencepiece_bpe(metadata: dict, tokens: list[str], types: list[int], unk:
     return tokenizer
 
 
-def _merges_from_scores(tokens, scores, types, vocab) -> list[tuple[str, str]]:
+def _merges_from_scores(
+    tokens: list[str], scores: list[float], types: list[int], vocab: dict[str, int]
+) -> list[tuple[str, str]]:
     ranked = []
     for tok, score, typ in zip(tokens, scores, types):
         if typ != 1 or len(tok) < 2:  # only normal tokens are made by merging
@@ -206,14 +213,14 @@ def _merges_from_scores(tokens, scores, types, vocab) -> list[tuple[str, str]]:
     return [(left, right) for *_, left, right in ranked]
 
 
-def _set_post_processor(tokenizer, kind: str, bos: str | None, eos: str | None) -> None:
+def _set_post_processor(tokenizer: Tokenizer, kind: str, bos: str | None, eos: str | None) -> None:
     from tokenizers import processors
 
-    steps = []
+    steps: list[processors.PostProcessor] = []
     if kind == "gpt2":
         steps.append(processors.ByteLevel(trim_offsets=False))
     if bos or eos:
-        def ids(tok):
+        def ids(tok: str) -> tuple[str, int | None]:
             return (tok, tokenizer.token_to_id(tok))
 
         prefix, suffix = (f"{bos} " if bos else ""), (f" {eos}" if eos else "")

@@ -37,7 +37,7 @@ class LiveServer:
     config: McpServerConfig
     session: ClientSession | None = None
     scope: anyio.CancelScope | None = None
-    task: asyncio.Task | None = None
+    task: asyncio.Task[None] | None = None
     errlog: IO[str] | None = None
     crash: str | None = None  # set by a call that lost the connection
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # a stdio server's output ended

@@ -91,7 +91,7 @@ _libc.prctl.restype = ctypes.c_int
 
 
 def _syscall(number: int, *args: object) -> int:
-    result = _libc.syscall(ctypes.c_long(number), *args)
+    result: int = _libc.syscall(ctypes.c_long(number), *args)
     if result < 0:
         err = ctypes.get_errno()
         raise SandboxError(err, os.strerror(err))

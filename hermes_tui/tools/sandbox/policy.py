@@ -35,6 +35,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hermes_tui.tools.approval import Mode
 from hermes_tui.util import paths
@@ -74,7 +75,8 @@ class Policy:
     @classmethod
     def from_json(cls, text: str) -> Policy:
         data = json.loads(text)
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)
 
 
 def _real(path: str | Path) -> str:
