@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ModelConfig
-from ..providers.context_overflow import Overflow
-from ..providers.failures import (
+from ..core.failures import (
     CONTEXT_EXCEEDED,
     HTTP_4XX,
     HTTP_5XX,
@@ -35,8 +34,9 @@ from ..providers.failures import (
     TIMEOUT,
     UNAVAILABLE,
 )
+from ..providers.context_overflow import Overflow
 
-# The failure kinds of ``providers.failures``, plus two: the caller cancelled the call, and the
+# The failure kinds of ``core.failures``, plus two: the caller cancelled the call, and the
 # endpoint refused a request because it carried tools (retry it without them).
 CANCELLED = "cancelled"
 NO_TOOLS = "no_tools"

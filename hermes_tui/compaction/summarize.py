@@ -13,12 +13,9 @@ from hermes_tui.compaction import prompts
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarizer import Completion, Summarizer, SummarizerError
+from hermes_tui.core.failures import TIMEOUT
 from hermes_tui.core.transcript import Message
 from hermes_tui.util.faults import crash_point
-
-# The failure kind of a call that ran out of time (``providers.failures.TIMEOUT``; compaction
-# does not import providers).
-TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)

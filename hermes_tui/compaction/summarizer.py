@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 
 class SummarizerError(Exception):
-    """A summarizer call that failed; ``kind`` is one of ``providers.failures``' kinds."""
+    """A summarizer call that failed; ``kind`` is one of ``core.failures``' kinds."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

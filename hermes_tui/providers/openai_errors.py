@@ -3,7 +3,7 @@
 Two clients talk to ``POST /v1/chat/completions``: the compression summarizer
 (``summarizers.openai_api``) and the chat model (``chat.openai_chat``). Both send the
 request with ``post_chat_completions`` and turn every failure into an error with a
-``kind`` (``providers.failures``) and a one-line message that names the endpoint and says
+``kind`` (``core.failures``) and a one-line message that names the endpoint and says
 what to do. This module holds the parts they share: the request, the mapping of HTTP
 status errors and connection errors raised by the openai SDK, and small text helpers.
 It returns ``(kind, message)`` pairs; each client wraps them in its own exception class.
@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the SDK takes seconds to import: the callers import it when they call
     import openai
 
+from hermes_tui.core.failures import CONTEXT_EXCEEDED, HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
+
 from .context_overflow import Overflow, recognise
-from .failures import CONTEXT_EXCEEDED, HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
 # How much of a server's error text goes into a one-line message.
 MAX_ERROR_TEXT = 160

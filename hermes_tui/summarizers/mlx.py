@@ -11,7 +11,7 @@ from typing import Any
 
 from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
-from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
+from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime, ModelUnavailable
 
 CACHE_KEY = "compression"

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # imported by the first call (providers.openai_http.SdkClient
 
 from ..compaction.sizing import ModelSpeed
 from ..compaction.summarizer import Completion, SummarizerError
-from ..providers.failures import MALFORMED, TIMEOUT
+from ..core.failures import MALFORMED, TIMEOUT
 from ..providers.openai_errors import (
     Endpoint,
     connection_failure,

@@ -13,7 +13,7 @@ import re
 from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import ConfigError
-from hermes_tui.providers.failures import (
+from hermes_tui.core.failures import (
     CONTEXT_EXCEEDED,
     HTTP_4XX,
     HTTP_5XX,

@@ -19,7 +19,7 @@ from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
-from hermes_tui.providers.failures import TIMEOUT, UNAVAILABLE
+from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.providers.mlx_runtime import (
     GenerationAborted,
     MlxRuntime,

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.providers.failures import TIMEOUT
+from hermes_tui.core.failures import TIMEOUT
 from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
 from hermes_tui.summarizers.mlx import MlxSummarizer
 

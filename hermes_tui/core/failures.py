@@ -1,9 +1,8 @@
-"""The kinds of failure a model call reports, shared by summarizers and chat clients.
+"""The kinds of failure a model call reports, shared by chat clients, summarizers and compaction.
 
 Telemetry carries the kind, never the text; the UI maps a kind to the step that fixes it.
 """
 
-# Failure kinds a backend reports. Telemetry carries the kind, never the text.
 REFUSED = "refused"          # nothing listening / connection refused or reset before a reply
 TIMEOUT = "timeout"          # no complete answer within the configured timeout
 HTTP_4XX = "http_4xx"        # the server rejected the request (bad model name, auth, quota)
