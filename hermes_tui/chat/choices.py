@@ -20,7 +20,7 @@ from typing import Any
 from hermes_tui import hub
 from hermes_tui.chat.client import ChatError
 from hermes_tui.config import ModelConfig
-from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
+from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
 from hermes_tui.providers.select import ProviderError, resolve_provider
 
 LOCAL, ENDPOINT = "local", "endpoint"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hermes_tui.chat.client import ChatClient
 from hermes_tui.config import ModelConfig
-from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
+from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
 from hermes_tui.providers.select import ProviderError, resolve_provider
 
 

@@ -77,7 +77,7 @@ def uses_mlx(config: Config) -> bool:
     front, on the main thread; with endpoints it is never imported. A model chosen later in
     the app loads MLX where it loads.
     """
-    from hermes_tui.providers.mlx_runtime import ModelUnavailable
+    from hermes_tui.hub.resolve import ModelUnavailable
     from hermes_tui.providers.select import ProviderError, resolve_provider
 
     for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):

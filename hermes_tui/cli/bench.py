@@ -52,7 +52,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.bench_results import BenchError
     from hermes_tui.config import ConfigError
     from hermes_tui.core.transcript import TranscriptError
-    from hermes_tui.providers.mlx_runtime import ModelUnavailable
+    from hermes_tui.hub.resolve import ModelUnavailable
     from hermes_tui.providers.select import ProviderError
     from hermes_tui.store import StoreError
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
-from hermes_tui.providers.mlx_runtime import ModelUnavailable, gpu_available, resolve_model_path
+from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.mlx_runtime import gpu_available
 
 
 class ProviderError(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from hermes_tui.config import Config
-from hermes_tui.providers.mlx_runtime import ModelUnavailable
+from hermes_tui.hub.resolve import ModelUnavailable
 from hermes_tui.providers.select import ProviderError, resolve_provider
 from hermes_tui.util.logs import get_logger
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from hermes_tui import hub
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import AuxiliaryCompressionConfig
+from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
 from hermes_tui.providers import select as provider_select
-from hermes_tui.providers.mlx_runtime import ModelUnavailable, resolve_model_path
 from hermes_tui.providers.select import ProviderError, resolve_api_key, resolve_provider
 
 

@@ -22,7 +22,7 @@ from hermes_tui.core.failures import (
     TIMEOUT,
     UNAVAILABLE,
 )
-from hermes_tui.providers.mlx_runtime import ModelUnavailable
+from hermes_tui.hub.resolve import ModelUnavailable
 from hermes_tui.providers.select import ProviderError
 from hermes_tui.store import SessionBusy, StoreError
 

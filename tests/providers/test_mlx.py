@@ -20,12 +20,8 @@ from hermes_tui.compaction.telemetry import MICRO_PREFIX
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
-from hermes_tui.providers.mlx_runtime import (
-    GenerationAborted,
-    MlxRuntime,
-    ModelUnavailable,
-    resolve_model_path,
-)
+from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.mlx import MlxSummarizer
 
