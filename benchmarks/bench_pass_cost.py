@@ -70,7 +70,7 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import count_messages
 from hermes_tui.core.transcript import parse_transcript
-from hermes_tui.providers.mlx_runtime import MlxRuntime, common_prefix
+from hermes_tui.providers.mlx.runtime import MlxRuntime, common_prefix
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.summarizers.mlx import MlxSummarizer

@@ -34,7 +34,7 @@ from ..core.failures import (
     TIMEOUT,
     UNAVAILABLE,
 )
-from ..providers.context_overflow import Overflow
+from ..providers.openai.overflow import Overflow
 
 # The failure kinds of ``core.failures``, plus two: the caller cancelled the call, and the
 # endpoint refused a request because it carried tools (retry it without them).

@@ -34,7 +34,7 @@ from hermes_tui.chat.mlx_tool_calls import ToolCallSplitter, for_chat_template, 
 from hermes_tui.core.content_parts import for_text_only_model
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable
-from hermes_tui.providers.mlx_runtime import POLL_S, GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.runtime import POLL_S, GenerationAborted, MlxRuntime
 
 CACHE_KEY = "chat"
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Streams ``POST {base_url}/chat/completions`` (llama.cpp's server, Ollama, LM Studio,
 vLLM, ``mlx_lm.server``, a hosted API) with ``stream_options.include_usage`` so the
 server reports token counts in a last chunk. The openai SDK sends the request and
-maps HTTP errors (``openai_errors.post_chat_completions``, the summarizer's request too:
+maps HTTP errors (``providers.openai.errors.post_chat_completions``, the summarizer's request too:
 the messages go out as the wire-format dicts they already are, without the SDK's
 per-message transform); the event stream is read by ``openai_stream.StreamReader`` and
 its tool-call pieces assembled by ``openai_tool_calls``.
@@ -17,13 +17,13 @@ Failures (``ChatError.kind``):
 * ``HTTP_4XX`` / ``HTTP_5XX``: an error status, with the server's short message; an
   error object sent inside the stream counts as ``HTTP_5XX``;
 * ``CONTEXT_EXCEEDED``: the server says the request does not fit the model's window
-  (``providers.context_overflow`` knows the wordings); the message carries the server's
+  (``providers.openai.overflow`` knows the wordings); the message carries the server's
   own words with its figures, and ``ChatError.overflow`` the figures themselves;
 * ``MALFORMED``: a body that is not an event stream, a chunk that is not JSON or not
   a chat completion chunk, and a stream cut off mid-reply (see ``openai_stream``);
 * ``NO_TOOLS``: an error status that says the request's tools cannot be used (see
   Tools below); the same call again is sent without them.
-* ``CANCELLED``: ``cancel`` was set. It is seen within ``openai_http.CANCEL_POLL_S``
+* ``CANCELLED``: ``cancel`` was set. It is seen within ``call_limits.CANCEL_POLL_S``
   even while the server sends nothing (before the headers or mid-stream), and the
   connection is closed.
 
@@ -52,10 +52,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # imported by the first call (providers.openai_http.SdkClient): it is slow to import
+if TYPE_CHECKING:  # imported by the first call (providers.openai.call_limits.SdkClient): it is slow to import
     import openai
 
-from ..providers.openai_errors import (
+from ..providers.openai.call_limits import CANCELLED as LIMITS_CANCELLED
+from ..providers.openai.call_limits import CallLimits, SdkClient
+from ..providers.openai.errors import (
     Endpoint,
     connection_failure,
     error_text,
@@ -64,8 +66,6 @@ from ..providers.openai_errors import (
     status_failure,
     status_overflow,
 )
-from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED
-from ..providers.openai_http import CallLimits, SdkClient
 from ..util.untrusted import InputError, load_json
 from .client import (
     DEFAULT_MAX_TOKENS,

@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers.context_overflow import recognise
-from ..providers.openai_errors import (
+from ..providers.openai.call_limits import CANCELLED as LIMITS_CANCELLED
+from ..providers.openai.call_limits import CallLimits
+from ..providers.openai.errors import (
     Endpoint,
     cause_names,
     error_text,
@@ -38,8 +39,7 @@ from ..providers.openai_errors import (
     overflow_message,
     snippet,
 )
-from ..providers.openai_http import CANCELLED as LIMITS_CANCELLED
-from ..providers.openai_http import CallLimits
+from ..providers.openai.overflow import recognise
 from ..util.untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 from .client import (
     CANCELLED,

@@ -44,7 +44,7 @@ def _run_app(args: argparse.Namespace) -> int:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
             store.check_not_open_elsewhere(session_id)  # one line and exit 2, before the screen takes over
         if uses_mlx(config):
-            from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
+            from hermes_tui.providers.mlx.runtime import import_mlx_on_main_thread
 
             import_mlx_on_main_thread()
         from hermes_tui.tui.app import HermesApp

@@ -57,7 +57,7 @@ class EvalError(Exception):
 def run_eval(args: argparse.Namespace) -> int:
     # "auto" (or the config) may resolve to MLX: only a named non-MLX provider skips it.
     if args.probe or args.provider not in ("extractive", "openai-api"):
-        from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
+        from hermes_tui.providers.mlx.runtime import import_mlx_on_main_thread
 
         import_mlx_on_main_thread()
     try:

@@ -45,8 +45,8 @@ from hermes_tui.providers.context_limit import (
     from_config,
     from_model_dir,
 )
-from hermes_tui.providers.context_probe import probe_server
 from hermes_tui.providers.context_table import from_table
+from hermes_tui.providers.openai.context_probe import probe_server
 from hermes_tui.util import paths
 from hermes_tui.util.untrusted import load_json
 

@@ -10,7 +10,7 @@ import os
 
 from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
-from hermes_tui.providers.mlx_runtime import gpu_available
+from hermes_tui.providers.mlx.runtime import gpu_available
 
 
 class ProviderError(Exception):

@@ -13,7 +13,7 @@ from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
 
 CACHE_KEY = "compression"
 TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"  # named in the TIMEOUT message

@@ -8,8 +8,8 @@ Every failure becomes a ``SummarizerError`` whose kind says what happened and wh
 message is one line that names the endpoint and says what to do, because it ends up in
 the status bar and the log of someone who did not write this code.
 
-The request goes out through ``openai_errors.post_chat_completions``, as the chat
-model's does, under an ``openai_http.CallLimits`` deadline: ``timeout`` ends the whole
+The request goes out through ``providers.openai.errors.post_chat_completions``, as the chat
+model's does, under an ``call_limits.CallLimits`` deadline: ``timeout`` ends the whole
 call, however the server paces its reply. The reply is read as plain JSON and
 checked by hand rather than trusted to the SDK's models: the SDK hands back a bare
 string for a non-JSON body, and leniently builds a ``ChatCompletion`` from any JSON
@@ -22,28 +22,28 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # imported by the first call (providers.openai_http.SdkClient): it is slow to import
+if TYPE_CHECKING:  # imported by the first call (providers.openai.call_limits.SdkClient): it is slow to import
     import openai
 
 from ..compaction.sizing import ModelSpeed
 from ..compaction.summarizer import Completion, SummarizerError
 from ..core.failures import MALFORMED, TIMEOUT
-from ..providers.openai_errors import (
+from ..providers.openai.call_limits import TIMED_OUT, CallLimits, SdkClient
+from ..providers.openai.errors import (
     Endpoint,
     connection_failure,
     post_chat_completions,
     status_failure,
 )
-from ..providers.openai_errors import (
+from ..providers.openai.errors import (
     int_or_none as _int_or_none,
 )
-from ..providers.openai_errors import (
+from ..providers.openai.errors import (
     one_line as _one_line,
 )
-from ..providers.openai_errors import (
+from ..providers.openai.errors import (
     snippet as _snippet,
 )
-from ..providers.openai_http import TIMED_OUT, CallLimits, SdkClient
 from ..util.untrusted import NOT_JSON, InputError, load_json, model_text
 
 # Local servers do not check the key, but the SDK refuses to start without one.

@@ -28,7 +28,7 @@ from hermes_tui.analysis import bench, bench_results
 from hermes_tui.analysis.bench import run_bench
 from hermes_tui.analysis.bench_results import BenchConfig, BenchRun, PassRow
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
-from hermes_tui.providers.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx.runtime import MlxRuntime
 from hermes_tui.store import Store
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 

@@ -120,7 +120,7 @@ def test_the_first_frame_waits_for_no_tool_validator_http_library_downloads_or_t
     # Each is needed later (a tool call, the first model request, the models screen, `open`,
     # the first Markdown view, a search or listing, a problem to show).
     later = {"jsonschema", "httpcore2", "httpcore", "hermes_tui.hub.downloads", "hermes_tui.hermes_agent.sessions",
-             "hermes_tui.providers.limited_transport", "markdown_it", "pathspec",
+             "hermes_tui.providers.openai.transport", "markdown_it", "pathspec",
              "hermes_tui.tui.screens.first_run"}
     loaded = loaded_modules(home, FIRST_FRAME)
     assert "hermes_tui.tui.screens.chat" in loaded

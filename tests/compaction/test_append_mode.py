@@ -225,7 +225,7 @@ def test_a_fresh_compactor_continues_appending_after_a_resume():
 @pytest.mark.integration
 def test_on_the_tiny_model_the_cache_serves_what_consecutive_passes_share(tiny_model):
     from hermes_tui.compaction.prompts import absorb_prompt
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
     from hermes_tui.summarizers.mlx import MlxSummarizer
 
     session = agent_session(exchanges=4, size=40)

@@ -179,7 +179,7 @@ def test_a_download_reports_progress_and_the_model_loads_and_generates(hub_env, 
     from huggingface_hub import constants
 
     from hermes_tui.hub.resolve import resolve_model_path
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)

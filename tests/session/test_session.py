@@ -132,7 +132,7 @@ def _stop_after(cancel: threading.Event, pieces: int):
 
 @pytest.mark.parametrize("provider", ["mlx", "openai-api"])
 def test_a_stopped_reply_is_kept_marked_stopped_and_is_not_a_completed_turn(provider, config, store, request):
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
 
     if provider == "openai-api":
         server = request.getfixturevalue("mlx_server")

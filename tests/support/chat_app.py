@@ -101,7 +101,7 @@ class GatedMlxSummarizer:
     device, mid-generation, until the test opens the gate."""
 
     def __init__(self, model: str) -> None:
-        from hermes_tui.providers.mlx_runtime import MlxRuntime
+        from hermes_tui.providers.mlx.runtime import MlxRuntime
 
         self.model_name = model
         self.runtime = MlxRuntime.shared()

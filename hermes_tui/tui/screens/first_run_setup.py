@@ -5,7 +5,7 @@
   with progress, cancel and resume (``hub.download``), then set as the models in config
   (``providers.choices.use_model``). Offline, it says so and offers to import a model instead.
 - ``LocalServers``: OpenAI-compatible servers answering on this machine's loopback
-  (``providers.local_servers``, probed in a worker), each offered with the model it serves;
+  (``providers.openai.local_servers``, probed in a worker), each offered with the model it serves;
   when none answers, which to start and how.
 - ``ModelsOnDisk``: MLX models already on this machine (``hub.local_models``, listed in a
   worker), each usable for the chat at once; where MLX has no GPU they run slowly on the CPU.
@@ -31,7 +31,7 @@ from hermes_tui import hub
 from hermes_tui.config import ConfigError, load_config
 from hermes_tui.hermes_agent.config import HermesOffer
 from hermes_tui.hub.units import format_bytes, format_duration
-from hermes_tui.providers import local_servers
+from hermes_tui.providers.openai import local_servers
 from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.util.logs import get_logger
 

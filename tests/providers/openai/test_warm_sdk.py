@@ -11,15 +11,15 @@ import pytest
 PROBE = textwrap.dedent("""
     import sys
     from hermes_tui.config import Config
-    from hermes_tui.providers.warm_sdk import warm_openai_sdk
+    from hermes_tui.providers.openai.warm_sdk import warm_openai_sdk
     config = Config.model_validate({CONFIG})
     assert "openai" not in sys.modules
     thread = warm_openai_sdk(config)
     if thread is not None:
         thread.join(120)
-    from hermes_tui.providers import limited_transport
+    from hermes_tui.providers.openai import transport
     print("started" if thread is not None else "none", "openai" in sys.modules,
-          "tls" if limited_transport._ssl_context is not None else "no-tls")
+          "tls" if transport._ssl_context is not None else "no-tls")
 """)
 
 
@@ -42,7 +42,7 @@ def test_the_sdk_is_warmed_only_for_an_endpoint(config, expected, hermes_home):
 def test_every_client_shares_one_tls_context():
     """Made per client, loading the certificates held the interpreter lock on each one's first
     request (the chat's, the compression model's), while the user typed."""
-    from hermes_tui.providers.limited_transport import http_client, shared_ssl_context
+    from hermes_tui.providers.openai.transport import http_client, shared_ssl_context
 
     pools = [http_client(lambda: None)._transport._pool for _ in range(3)]
     assert all(pool._ssl_context is shared_ssl_context() for pool in pools)

@@ -21,7 +21,7 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.mlx import MlxSummarizer
 
@@ -425,7 +425,7 @@ def test_a_prompt_read_in_steps_generates_what_mlx_lm_generates(tiny_model):
 
 EXIT_SCRIPT = """
 import sys, threading
-from hermes_tui.providers.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx.runtime import MlxRuntime
 runtime, model = MlxRuntime(), sys.argv[1]
 chat = [{"role": "user", "content": "hello"}]
 def reply(max_tokens, on_text=None):

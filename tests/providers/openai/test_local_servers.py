@@ -9,7 +9,7 @@ from support.openai_endpoint import FakeEndpoint
 from support.scripted_openai_server import MODEL_ID
 from support.servers import ScriptedServer, free_port
 
-from hermes_tui.providers import local_servers
+from hermes_tui.providers.openai import local_servers
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The connections of ``openai_http``'s clients: each connect, read and write obeys the
+"""The connections of ``call_limits``' clients: each connect, read and write obeys the
 calling thread's ``CallLimits`` (see that module), found by the ``limits`` function
 given. Imported with the SDK, by the first call."""
 
@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - an older openai
     import httpx as _httpx
 
 Limits = Callable[[], Any]  # the calling thread's CallLimits, or None
-log = logging.getLogger("hermes_tui.providers.openai_http")
+log = logging.getLogger("hermes_tui.providers.openai.call_limits")
 
 
 class _LimitedStream(_core.NetworkStream):

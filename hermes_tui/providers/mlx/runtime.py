@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
-from hermes_tui.providers.mlx_prefix import (
+from hermes_tui.providers.mlx.prefix import (
     PREFILL_STEP_S,  # noqa: F401 - part of this module's interface (bench_cancel reads it here)
     PrefixCache,
     common_prefix,  # noqa: F401 - part of this module's interface
@@ -39,14 +39,12 @@ from hermes_tui.providers.mlx_prefix import (
     reuse_prefix,
     warm_prefix,
 )
-from hermes_tui.providers.mlx_thread import (  # noqa: F401 - re-exported: callers import them from here
+from hermes_tui.providers.mlx.thread import (  # noqa: F401 - POLL_S re-exported: the chat client reads it here
     POLL_S,
-    THREAD_NAME,
     GenerationAborted,
     MlxJob,
-    _MlxThread,
-    _park_thread,
-    _take_thread,
+    park_thread,
+    take_thread,
 )
 
 EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
@@ -58,7 +56,7 @@ def import_mlx_on_main_thread() -> None:
     MLX work runs on the runtime's own thread ("hermes-mlx"). When generation still
     ran on the callers' threads, a process whose first import of mlx_lm happened on
     one of them was seen to abort at exit ("terminate called without an active
-    exception"; likely the thread-local destructors described at ``_MlxThread``).
+    exception"; likely the thread-local destructors described at ``MlxThread``).
     Not reproduced with the tiny model (0 in 16 runs either way); kept as a
     precaution: every entry point that will generate with MLX calls this first, so
     MLX's static state is set up on the main thread.
@@ -110,8 +108,8 @@ class MlxRuntime:
     def __init__(self) -> None:
         self._models: dict[Path, LoadedModel] = {}
         self._models_lock = threading.Lock()
-        self._mlx = _take_thread()
-        weakref.finalize(self, _park_thread, self._mlx).atexit = False
+        self._mlx = take_thread()
+        weakref.finalize(self, park_thread, self._mlx).atexit = False
         _RUNTIMES.add(self)
 
     def release(self) -> None:
@@ -350,7 +348,7 @@ def _free_mlx_arrays_before_exit() -> None:
     A generation still running at exit (a daemon thread's) is stopped at its next
     token first: left running into the interpreter's shutdown it aborted the process
     every time (16 in 16 runs; 0 in 16 with this). The release runs as a job on each
-    runtime's MLX thread, which then stays parked (see ``_MlxThread``: ending it here
+    runtime's MLX thread, which then stays parked (see ``MlxThread``: ending it here
     aborted ~1 pytest run in 15); a runtime still busy after EXIT_WAIT_S keeps its arrays.
     """
     if "mlx.core" not in sys.modules:

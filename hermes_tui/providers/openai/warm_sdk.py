@@ -46,8 +46,8 @@ def _import_sdk() -> None:
     try:
         import openai  # noqa: F401 - the import is the point
 
-        from hermes_tui.providers import openai_http  # noqa: F401 - and its HTTP backend
-        from hermes_tui.providers.limited_transport import shared_ssl_context
+        from hermes_tui.providers.openai import call_limits  # noqa: F401 - and its HTTP backend
+        from hermes_tui.providers.openai.transport import shared_ssl_context
 
         shared_ssl_context()  # and the certificates every client's first request would load
     except Exception:  # the first call reports a missing or broken SDK in its own words

@@ -3,7 +3,7 @@ waiting for the device (a chat reply holding it), loading and generation all cou
 Real mlx_lm generation with the tiny model (it never emits an end token).
 
 A long prompt is checked between the runtime's prefill steps (about
-``mlx_runtime.PREFILL_STEP_S`` each): ``test_mlx.test_a_deadline_ends_a_long_prefill_part_way``."""
+``runtime.PREFILL_STEP_S`` each): ``test_mlx.test_a_deadline_ends_a_long_prefill_part_way``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.core.failures import TIMEOUT
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
 from hermes_tui.summarizers.mlx import MlxSummarizer
 
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]

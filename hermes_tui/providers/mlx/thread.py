@@ -44,7 +44,7 @@ class MlxJob:
     """
 
     def __init__(
-        self, worker: _MlxThread, fn: Callable[[], Any], *, generation: bool = False,
+        self, worker: MlxThread, fn: Callable[[], Any], *, generation: bool = False,
         cancel: Any = None, deadline: float | None = None, timeout: float | None = None,
         on_done: Callable[[], None] | None = None,
     ) -> None:
@@ -107,7 +107,7 @@ class MlxJob:
                 logging.getLogger(__name__).exception("on_done callback of an MLX job failed")
 
 
-class _MlxThread:
+class MlxThread:
     """The one thread that runs a runtime's MLX work, jobs in the order they came.
 
     The thread never ends. A Python thread that used MLX runs MLX's thread-local
@@ -115,7 +115,7 @@ class _MlxThread:
     interpreter is shutting down the process aborts ("terminate called without an
     active exception"; seen with a core dump, a Python thread ending in
     ``__call_tls_dtors`` → ``PyGILState_Ensure`` → ``pthread_exit``). So a runtime
-    that is collected hands its thread to the next runtime instead (``_take_thread``),
+    that is collected hands its thread to the next runtime instead (``take_thread``),
     and at exit the thread is left parked, holding no Python state.
 
     Kept apart from ``MlxRuntime`` so the thread holds no reference to the runtime.
@@ -190,16 +190,16 @@ class _MlxThread:
             del job
 
 
-_IDLE: list[_MlxThread] = []  # the threads of collected runtimes, for the next runtime
+_IDLE: list[MlxThread] = []  # the threads of collected runtimes, for the next runtime
 _IDLE_LOCK = threading.Lock()
 
 
-def _take_thread() -> _MlxThread:
+def take_thread() -> MlxThread:
     with _IDLE_LOCK:
-        return _IDLE.pop() if _IDLE else _MlxThread()
+        return _IDLE.pop() if _IDLE else MlxThread()
 
 
-def _park_thread(worker: _MlxThread) -> None:
+def park_thread(worker: MlxThread) -> None:
     """A collected runtime's thread: idle (its jobs held the runtime), kept for reuse."""
     with _IDLE_LOCK:
         _IDLE.append(worker)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_tui.providers.context_overflow import recognise
+from hermes_tui.providers.openai.overflow import recognise
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-# ``loaded`` below is an ``mlx_runtime.LoadedModel`` (its ``model`` and ``prefixes``);
+# ``loaded`` below is an ``runtime.LoadedModel`` (its ``model`` and ``prefixes``);
 # typed loosely so that this module does not import the runtime that imports it.
 LoadedModel = Any
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the SDK takes seconds to import: the callers import it when
 
 from hermes_tui.core.failures import CONTEXT_EXCEEDED, HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
-from .context_overflow import Overflow, recognise
+from .overflow import Overflow, recognise
 
 # How much of a server's error text goes into a one-line message.
 MAX_ERROR_TEXT = 160

@@ -7,7 +7,7 @@ a cancel set by the user waits for the next byte or for the timeout.
 
 ``CallLimits`` is both, a deadline for the whole call and a cancel event. They are
 enforced inside every connect, read and write on the connections of a client made by
-``limited_transport.http_client()``, for the calls made on the thread that entered ``applied()`` and only
+``transport.http_client()``, for the calls made on the thread that entered ``applied()`` and only
 while inside it (a streaming reply's generator enters it around each read, never across
 a ``yield``)::
 
@@ -128,7 +128,7 @@ class SdkClient:
             if self._client is None:
                 import openai
 
-                from hermes_tui.providers.limited_transport import http_client
+                from hermes_tui.providers.openai.transport import http_client
 
                 self._client = openai.OpenAI(**self._settings, max_retries=0, http_client=http_client(limits))
             return self._client
