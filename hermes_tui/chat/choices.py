@@ -21,7 +21,7 @@ from hermes_tui import hub
 from hermes_tui.chat.client import ChatError
 from hermes_tui.config import ModelConfig
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
-from hermes_tui.providers.select import ProviderError, resolve_provider
+from hermes_tui.providers.selection import ProviderError, resolve_provider
 
 LOCAL, ENDPOINT = "local", "endpoint"
 LIST_TIMEOUT_S = 5.0  # asking an endpoint for its models: a picker must not hang on it
@@ -63,7 +63,7 @@ def endpoint_choices(cfg: ModelConfig, *, timeout: float = LIST_TIMEOUT_S) -> li
     if not cfg.base_url:
         raise ChoiceError("no endpoint is configured (model.base_url)")
     from hermes_tui.chat.openai_chat import list_models
-    from hermes_tui.providers.select import resolve_api_key
+    from hermes_tui.providers.selection import resolve_api_key
 
     try:
         names = list_models(cfg.base_url, api_key=resolve_api_key(cfg.api_key_env), timeout=timeout)

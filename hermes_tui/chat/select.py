@@ -5,14 +5,14 @@ from __future__ import annotations
 from hermes_tui.chat.client import ChatClient
 from hermes_tui.config import ModelConfig
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
-from hermes_tui.providers.select import ProviderError, resolve_provider
+from hermes_tui.providers.selection import ProviderError, resolve_provider
 
 
 def make_chat_client(cfg: ModelConfig) -> ChatClient:
     provider = resolve_provider(cfg, role="model")
     if provider == "openai-api":
         from hermes_tui.chat.openai_chat import OpenAIChatClient
-        from hermes_tui.providers.select import resolve_api_key
+        from hermes_tui.providers.selection import resolve_api_key
 
         if not cfg.base_url or not cfg.model:
             raise ProviderError("provider openai-api needs model.base_url and model.model in config.yaml")

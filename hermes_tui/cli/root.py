@@ -42,7 +42,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     from hermes_tui.config import ConfigError
     from hermes_tui.core.transcript import TranscriptError
     from hermes_tui.hermes_agent.state_db import HermesImportError
-    from hermes_tui.providers.select import ProviderError
+    from hermes_tui.providers.selection import ProviderError
     from hermes_tui.store import StoreError
     from hermes_tui.util.logs import LogFileError
 

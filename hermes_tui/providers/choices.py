@@ -13,7 +13,7 @@ from pathlib import Path
 from hermes_tui.hub.catalog import ROLES
 from hermes_tui.hub.errors import HubError
 from hermes_tui.hub.resolve import ModelUnavailable, imported_model, resolve_model_path
-from hermes_tui.providers import select as provider_select
+from hermes_tui.providers import selection
 from hermes_tui.util import paths
 
 
@@ -70,7 +70,7 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     provider, note = section.provider, ""
     if provider == "extractive" or (provider == "openai-api" and not section.base_url):
         provider = "auto"
-    if provider == "auto" and not provider_select.gpu_available():
+    if provider == "auto" and not selection.gpu_available():
         # ``auto`` only picks MLX where it has a GPU: left as it is, the model just chosen
         # would never run here, and the app would ask for a model again.
         provider = "mlx"

@@ -1,6 +1,6 @@
 """Make the compression backend that ``auxiliary.compression.provider`` names.
 
-Which provider ``auto`` means is ``providers.select.resolve_provider`` (shared with the chat model).
+Which provider ``auto`` means is ``providers.selection.resolve_provider`` (shared with the chat model).
 With nothing configured on a machine where MLX has a GPU, passes use the catalog's default
 compression model once it is downloaded: in-process MLX is what passes are for.
 """
@@ -11,14 +11,14 @@ from hermes_tui import hub
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import AuxiliaryCompressionConfig
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
-from hermes_tui.providers import select as provider_select
-from hermes_tui.providers.select import ProviderError, resolve_api_key, resolve_provider
+from hermes_tui.providers import selection
+from hermes_tui.providers.selection import ProviderError, resolve_api_key, resolve_provider
 
 
 def default_mlx_model(cfg: AuxiliaryCompressionConfig) -> str | None:
     """The catalog's default compression model, when nothing is configured, MLX has a GPU and
     the model is downloaded; else None."""
-    if cfg.provider != "auto" or cfg.model or cfg.base_url or not provider_select.gpu_available():
+    if cfg.provider != "auto" or cfg.model or cfg.base_url or not selection.gpu_available():
         return None
     try:
         name = hub.default_compression_model().repo
@@ -31,7 +31,7 @@ def default_mlx_model(cfg: AuxiliaryCompressionConfig) -> str | None:
 def recommended_compression_hint(cfg: AuxiliaryCompressionConfig) -> str:
     """Where MLX has a GPU: the catalog's default compression model and how to get it, for the
     notice that passes fall back to the extractive summarizer; elsewhere (or no catalog) ''."""
-    if not provider_select.gpu_available():
+    if not selection.gpu_available():
         return ""
     try:
         model = hub.default_compression_model()

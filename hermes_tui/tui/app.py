@@ -39,7 +39,7 @@ from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import TranscriptError
 from hermes_tui.providers.openai.warm_sdk import warm_openai_sdk
-from hermes_tui.providers.select import ProviderError
+from hermes_tui.providers.selection import ProviderError
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError

@@ -23,7 +23,7 @@ from hermes_tui.core.failures import (
     UNAVAILABLE,
 )
 from hermes_tui.hub.resolve import ModelUnavailable
-from hermes_tui.providers.select import ProviderError
+from hermes_tui.providers.selection import ProviderError
 from hermes_tui.store import SessionBusy, StoreError
 
 SETTINGS = ("Open settings", "settings")

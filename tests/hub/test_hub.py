@@ -36,7 +36,7 @@ from hermes_tui import hub
 from hermes_tui.config import Config, load_config
 from hermes_tui.config.write import save_config
 from hermes_tui.hub import downloads
-from hermes_tui.providers import select as provider_select
+from hermes_tui.providers import selection
 from hermes_tui.providers.choices import use_model
 
 REPO = "tiny/model-4bit"
@@ -342,7 +342,7 @@ def test_local_models_lists_the_cache_and_the_models_folder(hub_env, imported, t
 
 
 def test_use_model_writes_the_role_to_config(hub_env, imported, monkeypatch):
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)  # auto runs it: auto stays
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)  # auto runs it: auto stays
     hub.download(REPO)
     result = use_model(REPO, "compression")
     assert (result.value, result.provider, result.provider_changed) == (REPO, "auto", False)
@@ -356,7 +356,7 @@ def test_use_model_writes_the_role_to_config(hub_env, imported, monkeypatch):
 
 
 def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported, monkeypatch):
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     config = Config().with_overrides({
         "auxiliary.compression.provider": "extractive",
         "model.provider": "openai-api", "model.base_url": "",
@@ -372,7 +372,7 @@ def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported, 
 
 
 def test_use_model_without_a_gpu_sets_provider_mlx_so_the_model_runs_on_the_cpu(hub_env, imported):
-    assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
+    assert not selection.gpu_available()  # this machine: MLX on the CPU backend
     save_config(Config())  # provider auto for both roles
     for role, section in (("chat", "model"), ("compression", "auxiliary.compression")):
         result = use_model("my-tiny", role)
@@ -381,7 +381,7 @@ def test_use_model_without_a_gpu_sets_provider_mlx_so_the_model_runs_on_the_cpu(
     config = load_config()
     assert (config.model.provider, config.model.model) == ("mlx", str(imported))
     assert config.auxiliary.compression.provider == "mlx"
-    assert provider_select.resolve_provider(config.model, role="model") == "mlx"
+    assert selection.resolve_provider(config.model, role="model") == "mlx"
 
 
 def test_use_model_refuses_what_does_not_resolve(hub_env):

@@ -8,7 +8,7 @@ from support.fake_hub import FakeHub, FakeRepo, point_hub_at
 
 from hermes_tui import hub
 from hermes_tui.config import Config
-from hermes_tui.providers import select
+from hermes_tui.providers import selection
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.select import make_summarizer
 
@@ -27,15 +27,15 @@ def default_model_downloaded(tiny_model, hermes_home, tmp_path, monkeypatch) -> 
 
 
 def test_nothing_configured_with_a_gpu_passes_run_on_the_default_model(default_model_downloaded, monkeypatch):
-    monkeypatch.setattr(select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     summarizer = make_summarizer(Config().auxiliary.compression)
     assert isinstance(summarizer, MlxSummarizer)
     assert summarizer.model_name == default_model_downloaded
 
 
 def test_without_a_gpu_or_with_a_model_configured_the_default_is_not_used(default_model_downloaded, monkeypatch):
-    with pytest.raises(select.ProviderError):  # no GPU: auto never means MLX on the CPU
+    with pytest.raises(selection.ProviderError):  # no GPU: auto never means MLX on the CPU
         make_summarizer(Config().auxiliary.compression)
-    monkeypatch.setattr(select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     chosen = Config().with_overrides({"auxiliary.compression.provider": "extractive"}).auxiliary.compression
     assert not isinstance(make_summarizer(chosen), MlxSummarizer)

@@ -14,7 +14,7 @@ import threading
 
 from hermes_tui.config import Config
 from hermes_tui.hub.resolve import ModelUnavailable
-from hermes_tui.providers.select import ProviderError, resolve_provider
+from hermes_tui.providers.selection import ProviderError, resolve_provider
 from hermes_tui.util.logs import get_logger
 
 log = get_logger("providers")

@@ -8,7 +8,7 @@ from hermes_tui.chat.mlx_chat import MlxChatClient
 from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.chat.select import make_chat_client
 from hermes_tui.config import Config
-from hermes_tui.providers import select
+from hermes_tui.providers import selection
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer
@@ -21,22 +21,22 @@ def cfg(**dotted):
 
 def test_auto_without_gpu_uses_the_endpoint_when_configured(tiny_model):
     config = cfg(**{"auxiliary.compression.model": str(tiny_model.fp32), "auxiliary.compression.base_url": "http://127.0.0.1:9/v1"})
-    assert not select.gpu_available()  # this machine: MLX on the CPU backend
+    assert not selection.gpu_available()  # this machine: MLX on the CPU backend
     assert isinstance(make_summarizer(config.auxiliary.compression), OpenAISummarizer)
 
 
 def test_auto_with_gpu_and_a_present_model_uses_mlx(tiny_model, monkeypatch):
-    monkeypatch.setattr(select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     config = cfg(**{"auxiliary.compression.model": str(tiny_model.fp32), "auxiliary.compression.base_url": "http://x/v1"})
-    assert select.resolve_provider(config.auxiliary.compression) == "mlx"
+    assert selection.resolve_provider(config.auxiliary.compression) == "mlx"
     assert isinstance(make_summarizer(config.auxiliary.compression), MlxSummarizer)
 
 
 def test_auto_with_gpu_but_missing_model_falls_back_or_says_how_to_get_it(tmp_path, monkeypatch, hf_offline_env):
-    monkeypatch.setattr(select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     missing = "mlx-community/Missing-Model-4bit"
     config = cfg(**{"auxiliary.compression.model": missing, "auxiliary.compression.base_url": "http://x/v1"})
-    assert select.resolve_provider(config.auxiliary.compression) == "openai-api"
+    assert selection.resolve_provider(config.auxiliary.compression) == "openai-api"
     config = cfg(**{"auxiliary.compression.model": missing})
     with pytest.raises(Exception) as info:
         make_summarizer(config.auxiliary.compression)
@@ -44,10 +44,10 @@ def test_auto_with_gpu_but_missing_model_falls_back_or_says_how_to_get_it(tmp_pa
 
 
 def test_auto_with_nothing_says_what_to_configure():
-    with pytest.raises(select.ProviderError) as info:
+    with pytest.raises(selection.ProviderError) as info:
         make_summarizer(Config().auxiliary.compression)
     assert "auxiliary.compression.base_url" in str(info.value) and "extractive" in str(info.value)
-    with pytest.raises(select.ProviderError) as info:
+    with pytest.raises(selection.ProviderError) as info:
         make_chat_client(Config().model)
     assert "model.base_url" in str(info.value) and "extractive" not in str(info.value)
 
@@ -69,15 +69,15 @@ def test_openai_chat_and_extractive():
 def test_no_usable_model_names_the_role_in_words(tiny_model):
     from hermes_tui.tui.problems import first_run_problem
 
-    with pytest.raises(select.ProviderError) as chat:
+    with pytest.raises(selection.ProviderError) as chat:
         make_chat_client(Config().model)
     assert str(chat.value).startswith("no usable chat model: set model.base_url ")
     assert first_run_problem(chat.value)[0] == "No chat model is configured"
-    with pytest.raises(select.ProviderError) as compression:
+    with pytest.raises(selection.ProviderError) as compression:
         make_summarizer(Config().auxiliary.compression)
     assert str(compression.value).startswith("no usable compression model: set auxiliary.compression.base_url ")
     assert first_run_problem(compression.value)[0] == "No compression model is configured"
     # a model is named but MLX has no GPU here: the reason comes first
-    with pytest.raises(select.ProviderError) as no_gpu:
+    with pytest.raises(selection.ProviderError) as no_gpu:
         make_chat_client(cfg(**{"model.model": str(tiny_model.fp32)}).model)
     assert str(no_gpu.value).startswith("no usable chat model: MLX has no GPU on this machine, so set model.base_url ")
