@@ -213,7 +213,7 @@ def table(label: str, results: dict[str, dict[bool, dict[str, Any]]]) -> tuple[l
 
 
 def tiny_mechanics(path: Path, steps: int) -> tuple[list[str], dict[str, Any]]:
-    from hermes_tui.chat.mlx_chat import MlxChatClient
+    from hermes_tui.providers.mlx.chat import MlxChatClient
     from hermes_tui.summarizers.mlx import MlxSummarizer
 
     sys.path.insert(0, str(REPO / "models"))

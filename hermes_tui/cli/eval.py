@@ -103,7 +103,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
     chat = None
     if args.probe:
-        from hermes_tui.chat.select import make_chat_client
+        from hermes_tui.providers.selection import make_chat_client
 
         chat = make_chat_client(config.model)
     compactor = make_compactor(

@@ -1,4 +1,4 @@
-"""Which provider serves a model role, and its API key: shared by chat clients and summarizers.
+"""Which provider serves a model role, its API key, and the chat client the config asks for.
 
 ``auto``: MLX where MLX has a GPU and a model is set; else an OpenAI-compatible
 endpoint when a base URL is configured; else a message saying what to configure.
@@ -7,8 +7,10 @@ endpoint when a base URL is configured; else a message saying what to configure.
 from __future__ import annotations
 
 import os
+import threading
 
-from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
+from hermes_tui.chat.client import ChatClient
+from hermes_tui.config import AuxiliaryCompressionConfig, Config, ModelConfig
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
 from hermes_tui.providers.mlx.runtime import gpu_available
 
@@ -54,3 +56,49 @@ def resolve_api_key(env_var: str) -> str | None:
         return None
     value = os.environ.get(env_var, "").strip()
     return value or None
+
+
+def make_chat_client(cfg: ModelConfig) -> ChatClient:
+    """The conversation model ``model.provider`` names. Raises ProviderError."""
+    provider = resolve_provider(cfg, role="model")
+    if provider == "openai-api":
+        from hermes_tui.providers.openai.chat import OpenAIChatClient
+
+        if not cfg.base_url or not cfg.model:
+            raise ProviderError("provider openai-api needs model.base_url and model.model in config.yaml")
+        return OpenAIChatClient(
+            cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), max_tokens=cfg.max_tokens,
+        )
+    if not cfg.model:
+        raise ProviderError("provider mlx needs model.model (a local MLX folder or a cached HF repo id)")
+    try:
+        resolve_model_path(cfg.model)
+    except ModelUnavailable as exc:
+        raise ProviderError(str(exc)) from None
+    from hermes_tui.providers.mlx.chat import MlxChatClient
+
+    return MlxChatClient(cfg.model, max_tokens=cfg.max_tokens)
+
+
+IN_PROCESS = ("mlx", "extractive")  # every other provider is an OpenAI-compatible endpoint
+
+
+def uses_endpoint(config: Config) -> bool:
+    """Whether the chat or the compression model is reached through the openai SDK."""
+    for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):
+        try:
+            if resolve_provider(cfg, role=role) not in IN_PROCESS:
+                return True
+        except (ProviderError, ModelUnavailable):
+            pass  # nothing usable configured: nothing to warm for it
+    return False
+
+
+def warm_up(config: Config) -> threading.Thread | None:
+    """Import the openai SDK on a background thread when a configured model needs it (the app
+    calls this right after its first frame); the thread, or None."""
+    if not uses_endpoint(config):
+        return None
+    from hermes_tui.providers.openai.warm_sdk import warm_openai_sdk
+
+    return warm_openai_sdk()

@@ -422,8 +422,8 @@ def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
 
 def test_cli_bench_takes_the_name_a_model_was_imported_under(tiny_model, hf_offline_env, hermes_home):
     """``models import DIR --name NAME``, then NAME works wherever a model name is taken."""
-    from hermes_tui.chat.select import make_chat_client
     from hermes_tui.config import Config
+    from hermes_tui.providers.selection import make_chat_client
     from hermes_tui.summarizers.select import make_summarizer
 
     env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_tui.chat.mlx_chat import MlxChatClient
-from hermes_tui.chat.openai_chat import OpenAIChatClient
-from hermes_tui.chat.select import make_chat_client
 from hermes_tui.config import Config
 from hermes_tui.providers import selection
+from hermes_tui.providers.mlx.chat import MlxChatClient
+from hermes_tui.providers.openai.chat import OpenAIChatClient
+from hermes_tui.providers.selection import make_chat_client
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.summarizers.mlx import MlxSummarizer
 from hermes_tui.summarizers.openai_api import OpenAISummarizer

@@ -18,8 +18,8 @@ from typing import Any
 
 from support.scripted_endpoint import answer, call, calls
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.agent import COMPLETED, STOPPED, AgentListener, AgentTurn, Answer, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store

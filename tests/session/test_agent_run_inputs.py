@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from support.openai_endpoint import FakeEndpoint, chunk, event, start_stream
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.agent import COMPLETED, STOPPED, AgentListener, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from support.servers import ScriptedServer
 
-from hermes_tui.chat.mlx_chat import MlxChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.mlx.chat import MlxChatClient
 from hermes_tui.providers.mlx.runtime import MlxRuntime
 from hermes_tui.session.agent import COMPLETED, AgentListener, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.store import Store
 from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.mcp import ServerStatus

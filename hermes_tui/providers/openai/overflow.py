@@ -17,14 +17,16 @@ Each server says it in its own words (HTTP 400 unless noted), and most give the 
   length of 4096 tokens``; some versions send it with status 200 as an error object;
 * Ollama: ``the input length exceeds the context length`` (no figures).
 
-``recognise`` answers None for anything else, so a 400 about a bad model name stays what it is.
+``recognise`` answers with the server's words and figures (an ``Overflow``, which the chat's
+``ChatError`` carries), or None for anything else, so a 400 about a bad model name stays what it is.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from hermes_tui.chat.client import Overflow
 
 # Lower-case phrases, each specific enough not to match an unrelated 400.
 WORDINGS = (
@@ -60,23 +62,6 @@ _PROMPT = (
     re.compile(r"your request has (\d+) input tokens"),
     re.compile(r"prompt contains at least (\d+) input tokens"),
 )
-
-
-@dataclass(frozen=True)
-class Overflow:
-    """What the server said about a request too large for its window (None: it did not say)."""
-
-    text: str                     # the server's own words, one line
-    prompt_tokens: int | None = None  # the request as the server counted it
-    context_limit: int | None = None  # the window the server runs the model with
-
-    def figures(self) -> str:
-        """"31,228 tokens > 16,384" (or what of it is known), for a message."""
-        if self.prompt_tokens and self.context_limit:
-            return f"{self.prompt_tokens:,} tokens > {self.context_limit:,}"
-        if self.context_limit:
-            return f"the window holds {self.context_limit:,} tokens"
-        return ""
 
 
 def recognise(text: str, body: Any = None) -> Overflow | None:

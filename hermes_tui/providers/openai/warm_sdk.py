@@ -12,31 +12,13 @@ from __future__ import annotations
 
 import threading
 
-from hermes_tui.config import Config
-from hermes_tui.hub.resolve import ModelUnavailable
-from hermes_tui.providers.selection import ProviderError, resolve_provider
 from hermes_tui.util.logs import get_logger
 
 log = get_logger("providers")
 
-IN_PROCESS = ("mlx", "extractive")  # every other provider is an OpenAI-compatible endpoint
 
-
-def uses_endpoint(config: Config) -> bool:
-    """Whether the chat or the compression model is reached through the openai SDK."""
-    for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):
-        try:
-            if resolve_provider(cfg, role=role) not in IN_PROCESS:
-                return True
-        except (ProviderError, ModelUnavailable):
-            pass  # nothing usable configured: nothing to warm for it
-    return False
-
-
-def warm_openai_sdk(config: Config) -> threading.Thread | None:
-    """Import the SDK on a background thread when a configured model needs it; the thread, or None."""
-    if not uses_endpoint(config):
-        return None
+def warm_openai_sdk() -> threading.Thread:
+    """Import the SDK (and load the certificates) on a background thread; the thread."""
     thread = threading.Thread(target=_import_sdk, name="warm-openai", daemon=True)
     thread.start()
     return thread

@@ -144,8 +144,8 @@ class SlashCommandsMixin:
     async def slash_model(self, arg: str) -> None:
         """``/model NAME`` switches the chat model; ``/model`` picks it from a list. The choice
         is written to config.yaml and the app reloads its clients (as after /settings)."""
-        from hermes_tui.chat.choices import ChoiceError, find_choice
         from hermes_tui.config import ConfigError
+        from hermes_tui.providers.choices import ChoiceError, find_choice
         from hermes_tui.tui.screens.model_picker import ModelPicker
 
         app = self.hermes

@@ -13,7 +13,6 @@ import pytest
 from helpers import agent_session
 
 from hermes_tui.chat.client import CANCELLED, ChatDelta, ChatDone, ChatError
-from hermes_tui.chat.mlx_chat import MlxChatClient
 from hermes_tui.compaction.prompts import absorb_prompt
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
@@ -21,6 +20,7 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.mlx.chat import MlxChatClient
 from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.summarizers.mlx import MlxSummarizer

@@ -11,10 +11,10 @@ import pytest
 PROBE = textwrap.dedent("""
     import sys
     from hermes_tui.config import Config
-    from hermes_tui.providers.openai.warm_sdk import warm_openai_sdk
+    from hermes_tui.providers.selection import warm_up
     config = Config.model_validate({CONFIG})
     assert "openai" not in sys.modules
-    thread = warm_openai_sdk(config)
+    thread = warm_up(config)
     if thread is not None:
         thread.join(120)
     from hermes_tui.providers.openai import transport

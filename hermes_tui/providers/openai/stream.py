@@ -28,20 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers.openai.call_limits import CANCELLED as LIMITS_CANCELLED
-from ..providers.openai.call_limits import CallLimits
-from ..providers.openai.errors import (
-    Endpoint,
-    cause_names,
-    error_text,
-    int_or_none,
-    one_line,
-    overflow_message,
-    snippet,
-)
-from ..providers.openai.overflow import recognise
-from ..util.untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
-from .client import (
+from hermes_tui.chat.client import (
     CANCELLED,
     CONTEXT_EXCEEDED,
     HTTP_5XX,
@@ -53,7 +40,20 @@ from .client import (
     ChatToolDelta,
     Usage,
 )
-from .openai_tool_calls import ToolCallAssembler
+from hermes_tui.providers.openai.call_limits import CANCELLED as LIMITS_CANCELLED
+from hermes_tui.providers.openai.call_limits import CallLimits
+from hermes_tui.providers.openai.errors import (
+    Endpoint,
+    cause_names,
+    error_text,
+    int_or_none,
+    one_line,
+    overflow_message,
+    snippet,
+)
+from hermes_tui.providers.openai.overflow import recognise
+from hermes_tui.providers.openai.tool_calls import ToolCallAssembler
+from hermes_tui.util.untrusted import NOT_JSON, InputError, is_high_surrogate, load_json, model_text
 
 # How much of a body that is not an event stream is read to describe it.
 _MAX_BODY_SAMPLE = 4096

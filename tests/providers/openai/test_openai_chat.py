@@ -46,7 +46,7 @@ from hermes_tui.chat.client import (
     Usage,
     collect,
 )
-from hermes_tui.chat.openai_chat import PLACEHOLDER_API_KEY, OpenAIChatClient
+from hermes_tui.providers.openai.chat import PLACEHOLDER_API_KEY, OpenAIChatClient
 
 MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant."},

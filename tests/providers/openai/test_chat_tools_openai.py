@@ -17,7 +17,7 @@ from hermes_tui.chat.client import (
     ChatError,
     ChatToolDelta,
 )
-from hermes_tui.chat.openai_chat import OpenAIChatClient
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.tools.builtin import builtin_tools
 from hermes_tui.tools.registry import ToolRegistry
 

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..util.untrusted import model_text
-from .client import ChatToolDelta, tool_call
+from hermes_tui.chat.client import ChatToolDelta, tool_call
+from hermes_tui.util.untrusted import model_text
 
 
 @dataclass

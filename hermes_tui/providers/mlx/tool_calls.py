@@ -19,8 +19,8 @@ import json
 import re
 from typing import Any
 
-from ..util.untrusted import InputError, load_json
-from .client import ChatDelta, ChatToolDelta, tool_call
+from hermes_tui.chat.client import ChatDelta, ChatToolDelta, tool_call
+from hermes_tui.util.untrusted import InputError, load_json
 
 _NORMAL, _TOOL = "normal", "tool"
 # A name in a call the parser could not read: `"name": "x"` (JSON formats) or `x[ARGS]` (Mistral).

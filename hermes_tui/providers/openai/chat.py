@@ -5,8 +5,8 @@ vLLM, ``mlx_lm.server``, a hosted API) with ``stream_options.include_usage`` so 
 server reports token counts in a last chunk. The openai SDK sends the request and
 maps HTTP errors (``providers.openai.errors.post_chat_completions``, the summarizer's request too:
 the messages go out as the wire-format dicts they already are, without the SDK's
-per-message transform); the event stream is read by ``openai_stream.StreamReader`` and
-its tool-call pieces assembled by ``openai_tool_calls``.
+per-message transform); the event stream is read by ``stream.StreamReader`` and
+its tool-call pieces assembled by ``tool_calls``.
 
 Failures (``ChatError.kind``):
 
@@ -20,7 +20,7 @@ Failures (``ChatError.kind``):
   (``providers.openai.overflow`` knows the wordings); the message carries the server's
   own words with its figures, and ``ChatError.overflow`` the figures themselves;
 * ``MALFORMED``: a body that is not an event stream, a chunk that is not JSON or not
-  a chat completion chunk, and a stream cut off mid-reply (see ``openai_stream``);
+  a chat completion chunk, and a stream cut off mid-reply (see ``stream``);
 * ``NO_TOOLS``: an error status that says the request's tools cannot be used (see
   Tools below); the same call again is sent without them.
 * ``CANCELLED``: ``cancel`` was set. It is seen within ``call_limits.CANCEL_POLL_S``
@@ -55,19 +55,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported by the first call (providers.openai.call_limits.SdkClient): it is slow to import
     import openai
 
-from ..providers.openai.call_limits import CANCELLED as LIMITS_CANCELLED
-from ..providers.openai.call_limits import CallLimits, SdkClient
-from ..providers.openai.errors import (
-    Endpoint,
-    connection_failure,
-    error_text,
-    one_line,
-    post_chat_completions,
-    status_failure,
-    status_overflow,
-)
-from ..util.untrusted import InputError, load_json
-from .client import (
+from hermes_tui.chat.client import (
     DEFAULT_MAX_TOKENS,
     MALFORMED,
     NO_TOOLS,
@@ -78,7 +66,19 @@ from .client import (
     ChatError,
     ChatToolDelta,
 )
-from .openai_stream import StreamReader
+from hermes_tui.providers.openai.call_limits import CANCELLED as LIMITS_CANCELLED
+from hermes_tui.providers.openai.call_limits import CallLimits, SdkClient
+from hermes_tui.providers.openai.errors import (
+    Endpoint,
+    connection_failure,
+    error_text,
+    one_line,
+    post_chat_completions,
+    status_failure,
+    status_overflow,
+)
+from hermes_tui.providers.openai.stream import StreamReader
+from hermes_tui.util.untrusted import InputError, load_json
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,13 @@ from pathlib import Path
 import pytest
 
 from hermes_tui.chat.client import ChatDelta, ChatDone, ChatToolDelta
-from hermes_tui.chat.mlx_chat import MlxChatClient
-from hermes_tui.chat.mlx_tool_calls import ToolCallSplitter, for_chat_template, supports_tool_calls
+from hermes_tui.providers.mlx.chat import MlxChatClient
 from hermes_tui.providers.mlx.runtime import MlxRuntime
+from hermes_tui.providers.mlx.tool_calls import (
+    ToolCallSplitter,
+    for_chat_template,
+    supports_tool_calls,
+)
 from hermes_tui.tools.builtin import builtin_registry
 
 SPECS = builtin_registry().specs()

@@ -11,7 +11,7 @@ import pytest
 from support.openai_endpoint import FakeEndpoint, send, sse_reply
 
 from hermes_tui.chat.client import CONTEXT_EXCEEDED, HTTP_4XX, ChatError
-from hermes_tui.chat.openai_chat import OpenAIChatClient
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 LLAMA = {"code": 400, "message": "request (36551 tokens) exceeds the available context size (16384 tokens), "

@@ -8,7 +8,7 @@ prefills only the new messages.
 
 Tools: a model whose tokenizer has an mlx-lm tool parser (``supports_tools``) gets the
 call's ``tools`` rendered by its chat template, and the calls in its output are split
-from the reply text (``mlx_tool_calls``): text between the call markers is never shown
+from the reply text (``tool_calls``): text between the call markers is never shown
 as reply text. A model without one runs the call without tools.
 """
 
@@ -30,11 +30,15 @@ from hermes_tui.chat.client import (
     ChatToolDelta,
     Usage,
 )
-from hermes_tui.chat.mlx_tool_calls import ToolCallSplitter, for_chat_template, supports_tool_calls
 from hermes_tui.core.content_parts import for_text_only_model
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable
 from hermes_tui.providers.mlx.runtime import POLL_S, GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.tool_calls import (
+    ToolCallSplitter,
+    for_chat_template,
+    supports_tool_calls,
+)
 
 CACHE_KEY = "chat"
 log = logging.getLogger(__name__)
