@@ -54,8 +54,8 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import parse_transcript
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
@@ -214,7 +214,7 @@ def table(label: str, results: dict[str, dict[bool, dict[str, Any]]]) -> tuple[l
 
 def tiny_mechanics(path: Path, steps: int) -> tuple[list[str], dict[str, Any]]:
     from hermes_tui.providers.mlx.chat import MlxChatClient
-    from hermes_tui.summarizers.mlx import MlxSummarizer
+    from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 
     sys.path.insert(0, str(REPO / "models"))
     import build_tiny

@@ -56,9 +56,9 @@ from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message, parse_transcript
 from hermes_tui.hub.resolve import ModelUnavailable
 from hermes_tui.providers.mlx.runtime import MlxRuntime, gpu_available
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
+from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 from hermes_tui.session.wiring import build_compactor
-from hermes_tui.summarizers.mlx import MlxSummarizer
-from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
 # --- running ---------------------------------------------------------------------------
 

@@ -71,8 +71,8 @@ def _run_eval(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.evaluate import evaluate, format_result, make_probes, run_probes
     from hermes_tui.core.conversation import Conversation
     from hermes_tui.core.transcript import parse_transcript
+    from hermes_tui.providers.selection import make_summarizer
     from hermes_tui.session.wiring import make_compactor, make_counter
-    from hermes_tui.summarizers.select import make_summarizer
 
     if args.context_limit < 256:
         raise EvalError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")

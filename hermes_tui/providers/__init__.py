@@ -1,3 +1,4 @@
 """Reaching a model: one folder per backend (``mlx/`` in-process, ``openai/`` any OpenAI-compatible
-endpoint), which provider serves a role (``select``), window sizes (``context_limits``) and choosing
-a model for a role (``choices``)."""
+endpoint, ``extractive/`` no model at all), which backend serves a role and the client or
+summarizer it makes (``selection``), window sizes (``context_limits``) and choosing a model for a
+role (``choices``)."""

@@ -20,7 +20,7 @@ from hermes_tui.core.tokens import (
     TokenizerCounter,
     find_tokenizer_file,
 )
-from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.providers.selection import make_summarizer
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -168,8 +168,7 @@ class HermesApp(McpHost, App):
 
     def _make_clients(self) -> None:
         """The chat client and the summarizer, from config unless given; what fails is kept to show."""
-        from hermes_tui.providers.selection import make_chat_client
-        from hermes_tui.summarizers.select import make_summarizer
+        from hermes_tui.providers.selection import make_chat_client, make_summarizer
 
         self._problems = []
         if self._chat_given is None:
@@ -184,11 +183,11 @@ class HermesApp(McpHost, App):
                 self.summarizer = make_summarizer(self.config.auxiliary.compression)
             except ProviderError as exc:
                 # Passes still run, with the summarizer that needs no model; the notice says so.
-                from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+                from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 
                 log.warning("no compression model, using the extractive summarizer: %s", exc)
                 if not self._problems:  # without a chat model the first-run screen says enough
-                    from hermes_tui.summarizers.select import recommended_compression_hint
+                    from hermes_tui.providers.selection import recommended_compression_hint
 
                     hint = recommended_compression_hint(self.config.auxiliary.compression)
                     self.notify(

@@ -6,13 +6,12 @@ import pytest
 
 from hermes_tui.config import Config
 from hermes_tui.providers import selection
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.providers.mlx.chat import MlxChatClient
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 from hermes_tui.providers.openai.chat import OpenAIChatClient
-from hermes_tui.providers.selection import make_chat_client
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.summarizers.mlx import MlxSummarizer
-from hermes_tui.summarizers.openai_api import OpenAISummarizer
-from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.providers.openai.summarizer import OpenAISummarizer
+from hermes_tui.providers.selection import make_chat_client, make_summarizer
 
 
 def cfg(**dotted):

@@ -9,11 +9,11 @@ from helpers import agent_session
 
 from hermes_tui.chat.client import ChatError
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.providers.mlx.chat import MlxChatClient
 from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 REPLY = 6
 

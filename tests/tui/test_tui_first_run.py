@@ -28,7 +28,7 @@ from hermes_tui import hub
 from hermes_tui.config import load_config
 from hermes_tui.hermes_agent.config import hermes_config_path
 from hermes_tui.providers import selection
-from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.first_run import FirstRunScreen

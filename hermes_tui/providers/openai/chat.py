@@ -3,7 +3,7 @@
 Streams ``POST {base_url}/chat/completions`` (llama.cpp's server, Ollama, LM Studio,
 vLLM, ``mlx_lm.server``, a hosted API) with ``stream_options.include_usage`` so the
 server reports token counts in a last chunk. The openai SDK sends the request and
-maps HTTP errors (``providers.openai.errors.post_chat_completions``, the summarizer's request too:
+maps HTTP errors (``errors.post_chat_completions``, the summarizer's request too:
 the messages go out as the wire-format dicts they already are, without the SDK's
 per-message transform); the event stream is read by ``stream.StreamReader`` and
 its tool-call pieces assembled by ``tool_calls``.

@@ -1,7 +1,7 @@
 """What the clients of OpenAI-compatible endpoints share: sending, and failure mapping.
 
 Two clients talk to ``POST /v1/chat/completions``: the compression summarizer
-(``summarizers.openai_api``) and the chat model (``providers.openai.chat``). Both send the
+(``summarizer``) and the chat model (``chat``). Both send the
 request with ``post_chat_completions`` and turn every failure into an error with a
 ``kind`` (``core.failures``) and a one-line message that names the endpoint and says
 what to do. This module holds the parts they share: the request, the mapping of HTTP

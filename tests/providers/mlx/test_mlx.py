@@ -22,8 +22,8 @@ from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
 from hermes_tui.providers.mlx.chat import MlxChatClient
 from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.mlx import MlxSummarizer
 
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]
 

@@ -15,7 +15,7 @@ import pytest
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.core.failures import TIMEOUT
 from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
-from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three fruits."}]
 TIMEOUT_S = 1.0

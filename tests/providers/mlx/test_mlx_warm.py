@@ -11,11 +11,11 @@ import pytest
 
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import MICRO, Message, make_marker, wire_view
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.providers.mlx.chat import CACHE_KEY, MlxChatClient
 from hermes_tui.providers.mlx.runtime import MlxRuntime
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 WAIT_S = 300  # bounds a hang only
 

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible summarizer backend.
+"""The compression model behind any OpenAI-compatible endpoint.
 
 Any server that speaks ``POST /v1/chat/completions`` can perform compaction passes:
 llama.cpp's server, Ollama, LM Studio, vLLM, ``mlx_lm.server`` or a hosted API. This is
@@ -8,8 +8,8 @@ Every failure becomes a ``SummarizerError`` whose kind says what happened and wh
 message is one line that names the endpoint and says what to do, because it ends up in
 the status bar and the log of someone who did not write this code.
 
-The request goes out through ``providers.openai.errors.post_chat_completions``, as the chat
-model's does, under an ``call_limits.CallLimits`` deadline: ``timeout`` ends the whole
+The request goes out through ``errors.post_chat_completions``, as the chat model's
+does, under a ``call_limits.CallLimits`` deadline: ``timeout`` ends the whole
 call, however the server paces its reply. The reply is read as plain JSON and
 checked by hand rather than trusted to the SDK's models: the SDK hands back a bare
 string for a non-JSON body, and leniently builds a ``ChatCompletion`` from any JSON
@@ -25,26 +25,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported by the first call (providers.openai.call_limits.SdkClient): it is slow to import
     import openai
 
-from ..compaction.sizing import ModelSpeed
-from ..compaction.summarizer import Completion, SummarizerError
-from ..core.failures import MALFORMED, TIMEOUT
-from ..providers.openai.call_limits import TIMED_OUT, CallLimits, SdkClient
-from ..providers.openai.errors import (
+from hermes_tui.compaction.sizing import ModelSpeed
+from hermes_tui.compaction.summarizer import Completion, SummarizerError
+from hermes_tui.core.failures import MALFORMED, TIMEOUT
+from hermes_tui.providers.openai.call_limits import TIMED_OUT, CallLimits, SdkClient
+from hermes_tui.providers.openai.errors import (
     Endpoint,
     connection_failure,
+    int_or_none,
+    one_line,
     post_chat_completions,
+    snippet,
     status_failure,
 )
-from ..providers.openai.errors import (
-    int_or_none as _int_or_none,
-)
-from ..providers.openai.errors import (
-    one_line as _one_line,
-)
-from ..providers.openai.errors import (
-    snippet as _snippet,
-)
-from ..util.untrusted import NOT_JSON, InputError, load_json, model_text
+from hermes_tui.util.untrusted import NOT_JSON, InputError, load_json, model_text
 
 # Local servers do not check the key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -113,7 +107,7 @@ class OpenAISummarizer:
                 raise self._connection_error(exc) from exc
             raise SummarizerError(  # anything else the SDK raises
                 MALFORMED,
-                f"compression endpoint {self.base_url} failed: {_one_line(str(exc))}",
+                f"compression endpoint {self.base_url} failed: {one_line(str(exc))}",
             ) from exc
         duration = time.perf_counter() - started
         return self._parse(body_text, duration)
@@ -155,7 +149,7 @@ class OpenAISummarizer:
             body = load_json(body_text, model_output=True)
         except InputError as exc:
             if exc.kind == NOT_JSON:
-                raise self._malformed(f"a body that is not JSON ({_snippet(body_text)})") from None
+                raise self._malformed(f"a body that is not JSON ({snippet(body_text)})") from None
             raise self._malformed(f"a JSON body that cannot be read ({exc})") from None
         if not isinstance(body, dict):
             raise self._malformed(f"a JSON {type(body).__name__}")
@@ -181,10 +175,10 @@ class OpenAISummarizer:
         return Completion(
             text=model_text([content]),
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-            completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            prompt_tokens=int_or_none(usage.get("prompt_tokens")),
+            completion_tokens=int_or_none(usage.get("completion_tokens")),
             duration_s=duration,
-            cached_tokens=_int_or_none(cached),
+            cached_tokens=int_or_none(cached),
             prompt_tps=_positive(timings.get("prompt_per_second")),
             generation_tps=_positive(timings.get("predicted_per_second")),
         )

@@ -1,4 +1,4 @@
-"""The MLX backend: passes run in-process on the shared MlxRuntime.
+"""The compression model in-process on MLX: passes run on the shared MlxRuntime.
 
 The pass prompt's static instructions come first, so the prefix cache serves them
 from the second pass on: a pass prefills only the summary and the new exchange.

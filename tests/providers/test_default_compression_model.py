@@ -9,8 +9,8 @@ from support.fake_hub import FakeHub, FakeRepo, point_hub_at
 from hermes_tui import hub
 from hermes_tui.config import Config
 from hermes_tui.providers import selection
-from hermes_tui.summarizers.mlx import MlxSummarizer
-from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
+from hermes_tui.providers.selection import make_summarizer
 
 
 @pytest.fixture
