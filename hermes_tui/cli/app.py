@@ -78,7 +78,8 @@ def uses_mlx(config: Config) -> bool:
     the app loads MLX where it loads.
     """
     from hermes_tui.hub.resolve import ModelUnavailable
-    from hermes_tui.providers.selection import ProviderError, resolve_provider
+    from hermes_tui.providers.backend import ProviderError
+    from hermes_tui.providers.selection import resolve_provider
 
     for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):
         try:

@@ -11,7 +11,14 @@ import json
 import sys
 from pathlib import Path
 
-from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, POLICIES, TURN_MODES
+from hermes_tui.cli.common import (
+    CHAT_PROVIDERS,
+    COMPRESSION_PROVIDERS,
+    FALLBACK_CONTEXT_LIMIT,
+    MICRO_MODES,
+    POLICIES,
+    TURN_MODES,
+)
 
 
 def add_eval_parser(subparsers) -> None:
@@ -22,7 +29,7 @@ def add_eval_parser(subparsers) -> None:
         "absorbed exchanges the rolling summary still carries after 10, 50 and 100 passes.",
     )
     p.add_argument("transcript", type=Path, help="JSON array (or JSONL) of OpenAI chat messages")
-    p.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"], help="compression provider")
+    p.add_argument("--provider", choices=COMPRESSION_PROVIDERS, help="compression provider")
     p.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
     p.add_argument("--mode", choices=MICRO_MODES, help="micro-compaction mode (default: compression.micro_compact_mode)")
@@ -37,7 +44,7 @@ def add_eval_parser(subparsers) -> None:
                    help="plant a decision or an open question in every N-th assistant message (0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed for the planted facts")
     p.add_argument("--probe", action="store_true", help="ask the chat model questions about early facts")
-    p.add_argument("--chat-provider", choices=["auto", "mlx", "openai-api"], help="chat model provider for --probe")
+    p.add_argument("--chat-provider", choices=CHAT_PROVIDERS, help="chat model provider for --probe")
     p.add_argument("--chat-model", help="chat model for --probe (default: model.model)")
     p.add_argument("--chat-base-url", help="endpoint of the chat model for --probe")
     p.add_argument("--probe-max-tokens", type=int, default=256, metavar="N", help="answer length cap per probe")

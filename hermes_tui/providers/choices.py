@@ -29,7 +29,8 @@ from hermes_tui.hub.catalog import ROLES
 from hermes_tui.hub.errors import HubError
 from hermes_tui.hub.resolve import ModelUnavailable, imported_model, resolve_model_path
 from hermes_tui.providers import selection
-from hermes_tui.providers.selection import ProviderError, resolve_api_key, resolve_provider
+from hermes_tui.providers.backend import ProviderError, resolve_api_key
+from hermes_tui.providers.selection import resolve_provider
 from hermes_tui.util import paths
 
 LOCAL, ENDPOINT = "local", "endpoint"

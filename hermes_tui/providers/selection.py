@@ -1,25 +1,51 @@
-"""Which provider serves a model role, its API key, and the chat client and summarizer the
-config asks for.
+"""Which backend serves a role, and the chat client or summarizer the config asks for.
 
-``auto``: MLX where MLX has a GPU and a model is set; else an OpenAI-compatible
-endpoint when a base URL is configured; else a message saying what to configure.
+``model.provider`` and ``auxiliary.compression.provider`` name a provider of
+``config.provider_registry``, or ``auto``. ``auto`` is resolved here and only here
+(``resolve_provider``): MLX where MLX has a GPU and the model is on this machine; else an
+OpenAI-compatible endpoint when a base URL is set; else a message saying what to configure.
+With nothing configured for compression where MLX has a GPU, passes use the catalog's default
+compression model once it is downloaded (``default_mlx_model``): in-process MLX is what passes
+are for.
+
+The backend is the package the registry names (``providers.backend`` says what it offers),
+imported on first use (``backend``): the backends, and the SDKs under them, stay off the app's
+first frame.
 """
 
 from __future__ import annotations
 
-import os
-import threading
+import importlib
+from typing import TYPE_CHECKING, cast
 
 from hermes_tui import hub
-from hermes_tui.chat.client import ChatClient
-from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import AuxiliaryCompressionConfig, Config, ModelConfig
+from hermes_tui.config.provider_registry import (
+    AUTO,
+    CHAT,
+    COMPRESSION,
+    SECTIONS,
+    provider,
+    providers,
+)
 from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
+from hermes_tui.providers.backend import Backend, ProviderError
+
+# Read through this module (``selection.gpu_available()``) by every rule that asks whether MLX
+# has a GPU, so that a test sets it in one place.
 from hermes_tui.providers.mlx.runtime import gpu_available
 
+if TYPE_CHECKING:
+    import threading
 
-class ProviderError(Exception):
-    """No usable compression backend: the message says what to configure."""
+    from hermes_tui.chat.client import ChatClient
+    from hermes_tui.compaction.summarizer import Summarizer
+
+# A role in words, for messages, by the config section that sets it up ("model" is the chat's).
+ROLE_NAMES = {section: role for role, section in SECTIONS.items()}
+
+
+# --------------------------------------------------------------------------- auto
 
 
 def _model_present(name: str) -> bool:
@@ -30,13 +56,11 @@ def _model_present(name: str) -> bool:
         return False
 
 
-# A role in words, for messages: the chat model's config section is called "model".
-ROLE_NAMES = {"model": "chat", "auxiliary.compression": "compression"}
-
-
 def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str = "auxiliary.compression") -> str:
-    """``auto``: MLX when MLX has a GPU and the model is here; else openai-api when a URL is set."""
-    if cfg.provider != "auto":
+    """``auto``: MLX when MLX has a GPU and the model is here; else openai-api when a URL is set.
+
+    ``role``: the config section (``model`` or ``auxiliary.compression``)."""
+    if cfg.provider != AUTO:
         return cfg.provider
     if cfg.model and gpu_available() and _model_present(cfg.model):
         return "mlx"
@@ -45,7 +69,11 @@ def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str
     if cfg.model and gpu_available():
         resolve_model_path(cfg.model)  # raises the message that says how to get it
     where = "MLX has no GPU on this machine, so " if cfg.model and not gpu_available() else ""
-    hint = " or use provider 'extractive' (no model; --provider extractive)" if role == "auxiliary.compression" else ""
+    # A provider that needs no model always works: the message names it where the role has one.
+    hint = "".join(
+        f" or use provider '{p.name}' (no model; --provider {p.name})"
+        for p in (providers(ROLE_NAMES[role]) if role in ROLE_NAMES else ()) if not p.needs_model
+    )
     raise ProviderError(
         f"no usable {ROLE_NAMES.get(role, role)} model: {where}set {role}.base_url (any OpenAI-compatible "
         f"endpoint, e.g. mlx_lm.server, llama.cpp, Ollama) and {role}.model in config.yaml, or set "
@@ -53,40 +81,10 @@ def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str
     )
 
 
-def resolve_api_key(env_var: str) -> str | None:
-    """The API key from environment variable ``env_var``; None when unset or blank."""
-    if not env_var:
-        return None
-    value = os.environ.get(env_var, "").strip()
-    return value or None
-
-
-def make_chat_client(cfg: ModelConfig) -> ChatClient:
-    """The conversation model ``model.provider`` names. Raises ProviderError."""
-    provider = resolve_provider(cfg, role="model")
-    if provider == "openai-api":
-        from hermes_tui.providers.openai.chat import OpenAIChatClient
-
-        if not cfg.base_url or not cfg.model:
-            raise ProviderError("provider openai-api needs model.base_url and model.model in config.yaml")
-        return OpenAIChatClient(
-            cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), max_tokens=cfg.max_tokens,
-        )
-    if not cfg.model:
-        raise ProviderError("provider mlx needs model.model (a local MLX folder or a cached HF repo id)")
-    try:
-        resolve_model_path(cfg.model)
-    except ModelUnavailable as exc:
-        raise ProviderError(str(exc)) from None
-    from hermes_tui.providers.mlx.chat import MlxChatClient
-
-    return MlxChatClient(cfg.model, max_tokens=cfg.max_tokens)
-
-
 def default_mlx_model(cfg: AuxiliaryCompressionConfig) -> str | None:
     """The catalog's default compression model, when nothing is configured, MLX has a GPU and
     the model is downloaded; else None."""
-    if cfg.provider != "auto" or cfg.model or cfg.base_url or not gpu_available():
+    if cfg.provider != AUTO or cfg.model or cfg.base_url or not gpu_available():
         return None
     try:
         name = hub.default_compression_model().repo
@@ -105,7 +103,7 @@ def recommended_compression_hint(cfg: AuxiliaryCompressionConfig) -> str:
         model = hub.default_compression_model()
     except hub.CatalogError:
         return ""
-    unset = cfg.provider == "auto" and not cfg.model and not cfg.base_url
+    unset = cfg.provider == AUTO and not cfg.model and not cfg.base_url
     use = f"hermes-tui models use {model.repo} --role compression"
     try:
         resolve_model_path(model.repo)
@@ -116,52 +114,45 @@ def recommended_compression_hint(cfg: AuxiliaryCompressionConfig) -> str:
     return f"{model.repo}, recommended for this Mac, is downloaded: make it the compression model with {use}."
 
 
+# --------------------------------------------------------------------------- the backend
+
+
+def backend(name: str, role: str) -> Backend:
+    """The backend package of provider ``name`` (the registry's), to serve ``role`` (CHAT or
+    COMPRESSION); imported by the first call that needs it."""
+    entry = provider(name)
+    if entry is None or role not in entry.roles:  # config.yaml's validation lets neither through
+        raise ProviderError(f"provider {name!r} cannot serve the {role} model")
+    return cast(Backend, importlib.import_module(entry.package))
+
+
+def make_chat_client(cfg: ModelConfig) -> ChatClient:
+    """The conversation model ``model.provider`` names. Raises ProviderError."""
+    return backend(resolve_provider(cfg, role=SECTIONS[CHAT]), CHAT).make_chat_client(cfg)
+
+
 def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
+    """The compression model ``auxiliary.compression.provider`` names. Raises ProviderError."""
     if (default := default_mlx_model(cfg)) is not None:
         cfg = cfg.model_copy(update={"provider": "mlx", "model": default})
-    provider = resolve_provider(cfg)
-    if provider == "extractive":
-        from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
-
-        return ExtractiveSummarizer()
-    if provider == "openai-api":
-        from hermes_tui.providers.openai.summarizer import OpenAISummarizer
-
-        if not cfg.base_url:
-            raise ProviderError("provider openai-api needs auxiliary.compression.base_url (e.g. http://127.0.0.1:8080/v1)")
-        if not cfg.model:
-            raise ProviderError("provider openai-api needs auxiliary.compression.model (the model name the server serves)")
-        return OpenAISummarizer(cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), timeout=cfg.timeout)
-    if not cfg.model:
-        raise ProviderError("provider mlx needs auxiliary.compression.model (a local MLX folder or a cached HF repo id)")
-    from hermes_tui.providers.mlx.summarizer import MlxSummarizer
-
-    try:
-        resolve_model_path(cfg.model)
-    except ModelUnavailable as exc:
-        raise ProviderError(str(exc)) from None
-    return MlxSummarizer(cfg.model, timeout=cfg.timeout)
+    return backend(resolve_provider(cfg), COMPRESSION).make_summarizer(cfg)
 
 
-IN_PROCESS = ("mlx", "extractive")  # every other provider is an OpenAI-compatible endpoint
-
-
-def uses_endpoint(config: Config) -> bool:
-    """Whether the chat or the compression model is reached through the openai SDK."""
-    for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):
+def warm_up(config: Config) -> list[threading.Thread]:
+    """Start what the configured models' backends would load on their first call (the openai
+    SDK), each on a thread of its own; the app calls this right after its first frame. The
+    threads started: none when no backend in use has anything to load."""
+    used: list[tuple[str, str]] = []
+    for role, cfg in ((CHAT, config.model), (COMPRESSION, config.auxiliary.compression)):
         try:
-            if resolve_provider(cfg, role=role) not in IN_PROCESS:
-                return True
+            name = resolve_provider(cfg, role=SECTIONS[role])
         except (ProviderError, ModelUnavailable):
-            pass  # nothing usable configured: nothing to warm for it
-    return False
-
-
-def warm_up(config: Config) -> threading.Thread | None:
-    """Import the openai SDK on a background thread when a configured model needs it (the app
-    calls this right after its first frame); the thread, or None."""
-    if not uses_endpoint(config):
-        return None
-    from hermes_tui.providers.openai.warm_sdk import warm_openai_sdk
-
-    return warm_openai_sdk()
+            continue  # nothing usable configured: nothing to warm for it
+        if name not in (n for n, _ in used):
+            used.append((name, role))
+    threads = []
+    for name, role in used:
+        warm = getattr(backend(name, role), "warm", None)
+        if warm is not None:
+            threads.append(warm())
+    return threads

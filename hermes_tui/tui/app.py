@@ -38,7 +38,8 @@ from hermes_tui.chat.unavailable import UnavailableChat
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import TranscriptError
-from hermes_tui.providers.selection import ProviderError, warm_up
+from hermes_tui.providers.backend import ProviderError
+from hermes_tui.providers.selection import warm_up
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError

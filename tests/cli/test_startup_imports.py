@@ -137,6 +137,7 @@ def test_the_choices_the_parsers_name_are_the_packages_own():
     from hermes_tui.compaction.micro import MODES
     from hermes_tui.compaction.policy import POLICIES
     from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
+    from hermes_tui.config.provider_registry import CHAT, COMPRESSION, names
 
     assert common.TURN_MODES == TURN_MODES
     assert common.MICRO_MODES == MODES
@@ -144,6 +145,8 @@ def test_the_choices_the_parsers_name_are_the_packages_own():
     assert common.FALLBACK_CONTEXT_LIMIT == FALLBACK_CONTEXT_LIMIT
     assert models.ROLES == hub.ROLES
     assert bench.DEFAULT_PASSES == DEFAULT_PASSES
+    assert names(COMPRESSION) == common.COMPRESSION_PROVIDERS
+    assert names(CHAT) == common.CHAT_PROVIDERS
 
 
 def test_the_collector_is_held_off_until_the_first_frame(home):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from hermes_tui.config import Config
+from hermes_tui.config.provider_registry import CHAT, COMPRESSION, PROVIDERS
 from hermes_tui.providers import selection
 from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.providers.mlx.chat import MlxChatClient
@@ -80,3 +83,14 @@ def test_no_usable_model_names_the_role_in_words(tiny_model):
     with pytest.raises(selection.ProviderError) as no_gpu:
         make_chat_client(cfg(**{"model.model": str(tiny_model.fp32)}).model)
     assert str(no_gpu.value).startswith("no usable chat model: MLX has no GPU on this machine, so set model.base_url ")
+
+
+def test_every_provider_in_the_registry_has_a_backend_for_its_roles():
+    """The registry names each backend's package rather than importing it: each must offer the
+    factory of every role the registry gives it, and no other."""
+    for entry in PROVIDERS:
+        package = importlib.import_module(entry.package)
+        assert callable(getattr(package, "make_chat_client", None)) == (CHAT in entry.roles), entry.name
+        assert callable(getattr(package, "make_summarizer", None)) == (COMPRESSION in entry.roles), entry.name
+    with pytest.raises(selection.ProviderError):
+        selection.backend("extractive", CHAT)

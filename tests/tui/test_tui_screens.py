@@ -28,7 +28,7 @@ from hermes_tui.config.edit import changed_values, edit_config_text, save_change
 from hermes_tui.config.write import default_config_text
 from hermes_tui.core.transcript import Message
 from hermes_tui.hub.resolve import MISSING_MODEL_HELP, ModelUnavailable
-from hermes_tui.providers.selection import ProviderError
+from hermes_tui.providers.backend import ProviderError
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store.export import session_messages, to_json, to_markdown
 from hermes_tui.tui.problems import first_run_actions, first_run_problem

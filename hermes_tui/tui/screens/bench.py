@@ -333,7 +333,7 @@ class BenchScreen(Screen[None]):
     # --- running -------------------------------------------------------------------------------
     def bench_config(self) -> BenchConfig:
         """The form as a BenchConfig; raises BenchError with a one-line reason."""
-        from hermes_tui.providers.selection import resolve_api_key
+        from hermes_tui.providers.backend import resolve_api_key
 
         aux = self.config.auxiliary.compression
         models = list(self.query_one("#models", SelectionList).selected)

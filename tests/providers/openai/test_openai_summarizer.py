@@ -15,8 +15,8 @@ from support.openai_endpoint import FakeEndpoint, send
 
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError
 from hermes_tui.core.failures import HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED, TIMEOUT
+from hermes_tui.providers.backend import resolve_api_key
 from hermes_tui.providers.openai.summarizer import PLACEHOLDER_API_KEY, OpenAISummarizer
-from hermes_tui.providers.selection import resolve_api_key
 
 MESSAGES = [
     {"role": "system", "content": "Summarize the exchange in one sentence."},

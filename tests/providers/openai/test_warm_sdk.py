@@ -14,11 +14,11 @@ PROBE = textwrap.dedent("""
     from hermes_tui.providers.selection import warm_up
     config = Config.model_validate({CONFIG})
     assert "openai" not in sys.modules
-    thread = warm_up(config)
-    if thread is not None:
+    threads = warm_up(config)
+    for thread in threads:
         thread.join(120)
     from hermes_tui.providers.openai import transport
-    print("started" if thread is not None else "none", "openai" in sys.modules,
+    print("started" if threads else "none", "openai" in sys.modules,
           "tls" if transport._ssl_context is not None else "no-tls")
 """)
 
