@@ -13,7 +13,7 @@ from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import dump_transcript, read_transcript
 from hermes_tui.hermes_agent.sessions import read_transcript_file
-from hermes_tui.providers.context_limits import resolve as resolve_context_limit
+from hermes_tui.providers.context_resolution import resolve as resolve_context_limit
 from hermes_tui.providers.selection import make_summarizer
 from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.session.wiring import make_compactor, make_counter

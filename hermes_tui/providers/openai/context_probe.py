@@ -15,10 +15,10 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from hermes_tui.providers.context_limit import ContextLimit, _as_tokens
+from hermes_tui.providers.context_limit import ContextLimit, as_tokens
 from hermes_tui.util.untrusted import InputError, load_json
 
-log = logging.getLogger("hermes_tui.providers.context_limits")
+log = logging.getLogger("hermes_tui.providers.context_resolution")
 
 class _Unreachable(Exception):
     """No server answers at all (refused, timed out, DNS): asking again is pointless."""
@@ -142,23 +142,23 @@ def _limit_from_entry(entry: Mapping[str, Any]) -> tuple[int | None, int | None]
     instances = entry.get("loaded_instances")
     if isinstance(instances, list):
         for instance in instances:
-            tokens = _as_tokens(_dig(instance, "config", "context_length"))
+            tokens = as_tokens(_dig(instance, "config", "context_length"))
             if tokens:
                 return tokens, None
     for path in _ENTRY_FIELDS:
-        tokens = _as_tokens(_dig(entry, *path))
+        tokens = as_tokens(_dig(entry, *path))
         if tokens:
             return tokens, None
     # llama.cpp's n_ctx_train is what the model was trained with, not the -c the server
     # runs with; /props knows the latter.
-    return None, _as_tokens(_dig(entry, "meta", "n_ctx_train"))
+    return None, as_tokens(_dig(entry, "meta", "n_ctx_train"))
 
 
 def _probe_llama_cpp_props(root: str, *, api_key: str | None, timeout: float) -> int | None:
     # default_generation_settings.n_ctx is the per-slot window (-c divided by -np):
     # the largest prompt a request may send.
     props = _http_json(f"{root}/props", api_key=api_key, timeout=timeout)
-    return _as_tokens(_dig(props, "default_generation_settings", "n_ctx")) or _as_tokens(_dig(props, "n_ctx"))
+    return as_tokens(_dig(props, "default_generation_settings", "n_ctx")) or as_tokens(_dig(props, "n_ctx"))
 
 
 def _probe_lm_studio(root: str, model: str, *, api_key: str | None, timeout: float) -> int | None:
@@ -169,7 +169,7 @@ def _probe_lm_studio(root: str, model: str, *, api_key: str | None, timeout: flo
     info = _http_json(f"{root}/api/v0/models/{quoted}", api_key=api_key, timeout=timeout)
     if not isinstance(info, Mapping) or "max_context_length" not in info and "loaded_context_length" not in info:
         return None
-    return _as_tokens(info.get("loaded_context_length")) or _as_tokens(info.get("max_context_length"))
+    return as_tokens(info.get("loaded_context_length")) or as_tokens(info.get("max_context_length"))
 
 
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
@@ -188,7 +188,7 @@ def _probe_ollama(root: str, model: str, *, api_key: str | None, timeout: float)
         running = None
     entry = _find_entry(_dig(running, "models"), model, ("name", "model"))
     if entry is not None and any(_same_model(str(entry.get(k, "")), model) for k in ("name", "model")):
-        tokens = _as_tokens(entry.get("context_length"))
+        tokens = as_tokens(entry.get("context_length"))
         if tokens:
             return tokens
     # num_ctx set in the Modelfile is what Ollama will run the model with.
@@ -196,19 +196,19 @@ def _probe_ollama(root: str, model: str, *, api_key: str | None, timeout: float)
     if isinstance(parameters, str):
         match = _NUM_CTX.search(parameters)
         if match:
-            return _as_tokens(match.group(1))
+            return as_tokens(match.group(1))
     # Else the model's trained window (Ollama itself may run it with less, from
     # OLLAMA_CONTEXT_LENGTH, which no endpoint reports until the model is loaded).
     info = show.get("model_info")
     if isinstance(info, Mapping):
         arch = info.get("general.architecture")
         if isinstance(arch, str):
-            tokens = _as_tokens(info.get(f"{arch}.context_length"))
+            tokens = as_tokens(info.get(f"{arch}.context_length"))
             if tokens:
                 return tokens
         for key, value in info.items():
             if isinstance(key, str) and key.endswith(".context_length"):
-                tokens = _as_tokens(value)
+                tokens = as_tokens(value)
                 if tokens:
                     return tokens
     return None

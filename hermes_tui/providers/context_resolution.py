@@ -20,9 +20,10 @@ runs it in the background (:class:`ContextLimitResolver`) and reports
 answers instantly from the config or the disk cache.
 
 Nothing here raises on a bad server, a bad file or a bad cache: each source answers
-None and the next one is asked. The sources live in ``context_limit`` (config, model files),
-``context_probe`` (servers) and ``context_table``; this module is their order, the cache and the
-background resolver.
+None and the next one is asked. The sources live in ``context_limit`` (the value, the config,
+the model files), ``context_table`` and ``openai.context_probe`` (a ``base_url`` is an
+OpenAI-compatible server's, so the openai backend asks it); this module is their order, the
+cache and the background resolver.
 """
 
 from __future__ import annotations
@@ -40,28 +41,17 @@ from typing import Any
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
 from hermes_tui.providers.context_limit import (
     ContextLimit,
-    _as_tokens,
-    _looks_like_repo_id,
+    as_tokens,
     from_config,
     from_model_dir,
+    looks_like_repo_id,
 )
 from hermes_tui.providers.context_table import from_table
 from hermes_tui.providers.openai.context_probe import probe_server
 from hermes_tui.util import paths
 from hermes_tui.util.untrusted import load_json
 
-__all__ = [
-    "CACHE_FILE",
-    "ContextLimit",
-    "ContextLimitResolver",
-    "cache_key",
-    "from_config",
-    "from_model_dir",
-    "from_table",
-    "probe_server",
-    "read_cache",
-    "resolve",
-]
+__all__ = ["CACHE_FILE", "ContextLimitResolver", "cache_key", "read_cache", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +89,7 @@ def read_cache(model_cfg: Any) -> ContextLimit | None:
     entry = _load_cache().get(cache_key(model_cfg))
     if not isinstance(entry, dict):
         return None
-    tokens = _as_tokens(entry.get("tokens"))
+    tokens = as_tokens(entry.get("tokens"))
     source = entry.get("source")
     if not tokens or not isinstance(source, str) or not source:
         return None
@@ -149,7 +139,7 @@ def _model_files_apply(model_cfg: Any) -> bool:
             return True
     except OSError:
         return False
-    return _looks_like_repo_id(model)
+    return looks_like_repo_id(model)
 
 
 def resolve(model_cfg: Any, *, use_cache: bool = True, timeout: float = 5.0) -> ContextLimit:
