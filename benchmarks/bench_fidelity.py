@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate, make_probes, run_probes
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.prompts import NOTHING_NEW
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter

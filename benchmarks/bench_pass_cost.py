@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction.micro import generation_budget
 from hermes_tui.compaction.prompts import absorb_prompt, append_prompt
-from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import count_messages

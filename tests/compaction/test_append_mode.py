@@ -13,8 +13,8 @@ from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.notes import exchange_notes
 from hermes_tui.compaction.prompts import NOTES_TASK, NOTES_TASK_STRICT, NOTHING_NEW, append_prompt
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import parse_transcript
 from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer

@@ -16,8 +16,8 @@ import time
 
 from hermes_tui.compaction.notes import dedupe, exchange_notes
 from hermes_tui.compaction.prompts import NOTHING_NEW
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message
 

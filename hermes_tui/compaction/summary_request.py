@@ -1,8 +1,9 @@
-"""A summary request and how it reaches a backend.
+"""What compaction asks a summarizer (``SummaryRequest``) and one call with it (``run_summarizer``).
 
 Model backends complete chat prompts, so the request is rendered with
 ``prompts``. A backend that works on the structure itself (the extractive
 summarizer) offers ``summarize(request, max_tokens=...)`` and gets it directly.
+The interface every summarizer offers is ``compaction.summarizer``.
 """
 
 from __future__ import annotations
