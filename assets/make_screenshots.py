@@ -48,9 +48,9 @@ def prepare(home: Path) -> str:
     """The home's config and sessions; returns the id of the compacted chat."""
     from hermes_tui.config import load_config
     from hermes_tui.core.transcript import parse_transcript
+    from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
     from hermes_tui.session.wiring import open_session
     from hermes_tui.store import Store
-    from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
     (home / "config.yaml").write_text(CONFIG, encoding="utf-8")
     config = load_config(home / "config.yaml")

@@ -82,11 +82,11 @@ class InstantModel:
 def one_turn(steps: int, passes: bool, folder: Path) -> list[float]:
     """Seconds per step of one turn of ``steps`` model calls (each a ``read_file`` call)."""
     from hermes_tui.config import Config
+    from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
     from hermes_tui.session.agent import AgentListener, AgentTurn, Tools
     from hermes_tui.session.passes import BackgroundPasses
     from hermes_tui.session.wiring import open_session
     from hermes_tui.store import Store
-    from hermes_tui.summarizers.extractive import ExtractiveSummarizer
     from hermes_tui.tools.approval import MemoryRuleStore
     from hermes_tui.tools.builtin import builtin_registry
 

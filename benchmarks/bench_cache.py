@@ -62,8 +62,8 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import TokenCounter, count_message
 from hermes_tui.core.transcript import MICRO, Message, TranscriptError, parse_transcript, wire_view
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 SUMMARIZER_LABEL = "extractive summarizer (no model), not an LLM"

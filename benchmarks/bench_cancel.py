@@ -36,8 +36,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hermes_tui.providers import mlx_runtime  # noqa: E402
-from hermes_tui.providers.mlx_runtime import GenerationAborted, MlxRuntime  # noqa: E402
+from hermes_tui.providers.mlx import runtime as mlx_runtime  # noqa: E402
+from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime  # noqa: E402
 
 MLX_LM_DEFAULT_STEP = 2048
 

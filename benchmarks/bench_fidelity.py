@@ -48,14 +48,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hermes_tui.analysis.evaluate import DECISION, OPEN_QUESTION, evaluate, make_probes, run_probes
 from hermes_tui.compaction import facts as factlib
 from hermes_tui.compaction.prompts import NOTHING_NEW
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import parse_transcript
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
@@ -213,8 +213,8 @@ def table(label: str, results: dict[str, dict[bool, dict[str, Any]]]) -> tuple[l
 
 
 def tiny_mechanics(path: Path, steps: int) -> tuple[list[str], dict[str, Any]]:
-    from hermes_tui.chat.mlx_chat import MlxChatClient
-    from hermes_tui.summarizers.mlx import MlxSummarizer
+    from hermes_tui.providers.mlx.chat import MlxChatClient
+    from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 
     sys.path.insert(0, str(REPO / "models"))
     import build_tiny

@@ -7,7 +7,7 @@ process), so the first reply is the first use of the openai SDK. Each run is a f
 process (a fresh interpreter: the SDK not imported yet) with a new session in the real
 app (``HermesApp`` under ``App.run_test``): keys are pressed from the first frame on, the
 first message is sent after ``--type-seconds``, and keys go on until its reply has landed.
-``--warm off`` replaces the app's warm-up (``warm_openai_sdk``) with nothing: the SDK is
+``--warm off`` replaces the app's warm-up (``warm_up``) with nothing: the SDK is
 then imported by the first reply's worker thread, as before the warm-up existed. The
 default runs both, ``--runs`` times each, and prints p50 / p99 / max of the keypress ->
 character-in-the-composer time for the keys pressed while the first reply was awaited,
@@ -124,7 +124,7 @@ def one_run(args) -> dict:
         if args.warm == "off":
             import hermes_tui.tui.app as app_module
 
-            app_module.warm_openai_sdk = lambda config: None
+            app_module.warm_up = lambda config: None
         from hermes_tui.util.logs import setup_logging
 
         setup_logging()

@@ -39,10 +39,10 @@ from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
 from hermes_tui.compaction.markers import is_marker
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.agent import AgentListener, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace

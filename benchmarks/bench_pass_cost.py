@@ -65,15 +65,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction.micro import generation_budget
 from hermes_tui.compaction.prompts import absorb_prompt, append_prompt
-from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import count_messages
 from hermes_tui.core.transcript import parse_transcript
-from hermes_tui.providers.mlx_runtime import MlxRuntime, common_prefix
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.mlx.runtime import MlxRuntime, common_prefix
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.summarizers.mlx import MlxSummarizer
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"

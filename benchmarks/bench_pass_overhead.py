@@ -55,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hermes_tui.compaction import user_floor
 from hermes_tui.compaction.engine import Compactor
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation

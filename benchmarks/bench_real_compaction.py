@@ -64,9 +64,9 @@ from hermes_tui.compaction.checks import clean_summary, looks_like_instructions
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import parse_transcript, wire_view
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SESSIONS = SHARED / "data" / "sessions"

@@ -35,9 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_tui.chat.mlx_chat import CACHE_KEY, MlxChatClient
 from hermes_tui.core.transcript import MICRO, Message, make_marker, wire_view
-from hermes_tui.providers.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx.chat import CACHE_KEY, MlxChatClient
+from hermes_tui.providers.mlx.runtime import MlxRuntime
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ("parser", "token", "branch", "schema", "cursor", "window", "fixture", "buffer", "socket", "report")

@@ -31,8 +31,8 @@ from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import parse_transcript
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 SESSIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sessions"
 CONTEXT_LIMIT = 32_768

@@ -19,8 +19,8 @@ from typing import Any
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.micro import PassContext
 from hermes_tui.compaction.sizing import instant
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation

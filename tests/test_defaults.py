@@ -21,10 +21,10 @@ from hermes_tui.cli import root
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, Config, load_config
-from hermes_tui.providers.context_limits import resolve
+from hermes_tui.providers.context_resolution import resolve
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.util import paths
 
 REPO = Path(__file__).resolve().parents[1]

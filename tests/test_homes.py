@@ -25,8 +25,8 @@ from support.tmux import _app_command, wait_for
 from textual.widgets import Input, Static
 
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.settings import SettingsScreen
 

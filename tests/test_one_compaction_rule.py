@@ -19,8 +19,8 @@ from pathlib import Path
 from support.chat_app import app_test, settle, type_and_send
 from support.servers import ScriptedServer
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen

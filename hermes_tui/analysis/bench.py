@@ -51,19 +51,14 @@ from hermes_tui.analysis.bench_results import (
 from hermes_tui.compaction.state import NOTHING_TO_ABSORB
 from hermes_tui.compaction.summarizer import Completion, Summarizer
 from hermes_tui.core.conversation import Conversation
+from hermes_tui.core.failures import TIMEOUT
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message, parse_transcript
-from hermes_tui.providers.failures import TIMEOUT
-from hermes_tui.providers.mlx_runtime import (
-    GenerationStats,
-    LoadedModel,
-    MlxRuntime,
-    ModelUnavailable,
-    gpu_available,
-)
+from hermes_tui.hub.resolve import ModelUnavailable
+from hermes_tui.providers.mlx.runtime import GenerationStats, LoadedModel, MlxRuntime, gpu_available
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
+from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 from hermes_tui.session.wiring import build_compactor
-from hermes_tui.summarizers.mlx import MlxSummarizer
-from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
 # --- running ---------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The chat client interface: how the conversation model is reached.
 
-The conversation model runs behind one small streaming interface with two providers:
-MLX in-process and any OpenAI-compatible endpoint (``chat.openai_chat``). A call
+The conversation model runs behind one small streaming interface, whichever backend
+serves it (``providers/``: MLX in-process, any OpenAI-compatible endpoint). A call
 yields ``ChatDelta`` pieces of text as they are generated, then exactly one
 ``ChatDone`` with the whole text and what the call cost. Every failure is a
 ``ChatError`` whose ``kind`` says what happened (telemetry carries the kind, the UI
@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import ModelConfig
-from ..providers.context_overflow import Overflow
-from ..providers.failures import (
+from ..core.failures import (
     CONTEXT_EXCEEDED,
     HTTP_4XX,
     HTTP_5XX,
@@ -36,7 +35,7 @@ from ..providers.failures import (
     UNAVAILABLE,
 )
 
-# The failure kinds of ``providers.failures``, plus two: the caller cancelled the call, and the
+# The failure kinds of ``core.failures``, plus two: the caller cancelled the call, and the
 # endpoint refused a request because it carried tools (retry it without them).
 CANCELLED = "cancelled"
 NO_TOOLS = "no_tools"
@@ -60,11 +59,29 @@ __all__ = [
     "ChatDone",
     "ChatError",
     "ChatToolDelta",
+    "Overflow",
     "Usage",
     "collect",
     "new_call_id",
     "tool_call",
 ]
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """What the server said about a request too large for its window (None: it did not say)."""
+
+    text: str                     # the server's own words, one line
+    prompt_tokens: int | None = None  # the request as the server counted it
+    context_limit: int | None = None  # the window the server runs the model with
+
+    def figures(self) -> str:
+        """"31,228 tokens > 16,384" (or what of it is known), for a message."""
+        if self.prompt_tokens and self.context_limit:
+            return f"{self.prompt_tokens:,} tokens > {self.context_limit:,}"
+        if self.context_limit:
+            return f"the window holds {self.context_limit:,} tokens"
+        return ""
 
 
 class ChatError(Exception):

@@ -44,7 +44,7 @@ def _run_app(args: argparse.Namespace) -> int:
             session_id = store.get_session(args.resume).id if args.resume else _latest_session(store)
             store.check_not_open_elsewhere(session_id)  # one line and exit 2, before the screen takes over
         if uses_mlx(config):
-            from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
+            from hermes_tui.providers.mlx.runtime import import_mlx_on_main_thread
 
             import_mlx_on_main_thread()
         from hermes_tui.tui.app import HermesApp
@@ -77,8 +77,9 @@ def uses_mlx(config: Config) -> bool:
     front, on the main thread; with endpoints it is never imported. A model chosen later in
     the app loads MLX where it loads.
     """
-    from hermes_tui.providers.mlx_runtime import ModelUnavailable
-    from hermes_tui.providers.select import ProviderError, resolve_provider
+    from hermes_tui.hub.resolve import ModelUnavailable
+    from hermes_tui.providers.backend import ProviderError
+    from hermes_tui.providers.selection import resolve_provider
 
     for cfg, role in ((config.model, "model"), (config.auxiliary.compression, "auxiliary.compression")):
         try:

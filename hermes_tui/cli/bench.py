@@ -52,8 +52,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.bench_results import BenchError
     from hermes_tui.config import ConfigError
     from hermes_tui.core.transcript import TranscriptError
-    from hermes_tui.providers.mlx_runtime import ModelUnavailable
-    from hermes_tui.providers.select import ProviderError
+    from hermes_tui.hub.resolve import ModelUnavailable
+    from hermes_tui.providers.backend import ProviderError
     from hermes_tui.store import StoreError
 
     try:
@@ -109,7 +109,8 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     """Flags over ``auxiliary.compression`` from config.yaml."""
     from hermes_tui.analysis.bench_results import BenchConfig, BenchError
     from hermes_tui.config import load_config
-    from hermes_tui.providers.select import resolve_api_key, resolve_provider
+    from hermes_tui.providers.backend import resolve_api_key
+    from hermes_tui.providers.selection import resolve_provider
 
     config_path = getattr(args, "config", None)
     if config_path is not None and not config_path.is_file():

@@ -17,6 +17,11 @@ TURN_MODES = ("user", "step")
 MICRO_MODES = ("merge", "append")
 POLICIES = ("watermark", "per_exchange", "per_turn")
 FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without the config schema
+# What --provider and --chat-provider accept: config.provider_registry.names(COMPRESSION) and
+# names(CHAT), named here because importing the registry loads the config package (a test keeps
+# them equal).
+COMPRESSION_PROVIDERS = ("auto", "mlx", "openai-api", "extractive")
+CHAT_PROVIDERS = ("auto", "mlx", "openai-api")
 
 
 class UserError(AppError):

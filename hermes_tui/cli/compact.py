@@ -16,11 +16,11 @@ from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import TokenCounter
 from hermes_tui.core.transcript import BATCH, MICRO, Message, dump_transcript, read_transcript
 from hermes_tui.hermes_agent.sessions import read_transcript_file
-from hermes_tui.providers.context_limits import resolve as resolve_context_limit
+from hermes_tui.providers.context_resolution import resolve as resolve_context_limit
+from hermes_tui.providers.selection import make_summarizer
 from hermes_tui.session.speeds import KeptSpeed
 from hermes_tui.session.wiring import make_compactor, make_counter
 from hermes_tui.store import Store
-from hermes_tui.summarizers.select import make_summarizer
 from hermes_tui.util import paths
 from hermes_tui.util.logs import setup_logging
 

@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_tui.cli.common import FALLBACK_CONTEXT_LIMIT, MICRO_MODES, POLICIES, TURN_MODES
+from hermes_tui.cli.common import (
+    CHAT_PROVIDERS,
+    COMPRESSION_PROVIDERS,
+    FALLBACK_CONTEXT_LIMIT,
+    MICRO_MODES,
+    POLICIES,
+    TURN_MODES,
+)
 from hermes_tui.util.errors import AppError
 
 if TYPE_CHECKING:
@@ -28,7 +35,7 @@ def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "absorbed exchanges the rolling summary still carries after 10, 50 and 100 passes.",
     )
     p.add_argument("transcript", type=Path, help="JSON array (or JSONL) of OpenAI chat messages")
-    p.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"], help="compression provider")
+    p.add_argument("--provider", choices=COMPRESSION_PROVIDERS, help="compression provider")
     p.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
     p.add_argument("--mode", choices=MICRO_MODES, help="micro-compaction mode (default: compression.micro_compact_mode)")
@@ -43,7 +50,7 @@ def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                    help="plant a decision or an open question in every N-th assistant message (0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed for the planted facts")
     p.add_argument("--probe", action="store_true", help="ask the chat model questions about early facts")
-    p.add_argument("--chat-provider", choices=["auto", "mlx", "openai-api"], help="chat model provider for --probe")
+    p.add_argument("--chat-provider", choices=CHAT_PROVIDERS, help="chat model provider for --probe")
     p.add_argument("--chat-model", help="chat model for --probe (default: model.model)")
     p.add_argument("--chat-base-url", help="endpoint of the chat model for --probe")
     p.add_argument("--probe-max-tokens", type=int, default=256, metavar="N", help="answer length cap per probe")
@@ -63,7 +70,7 @@ class EvalError(AppError):
 def run_eval(args: argparse.Namespace) -> int:
     # "auto" (or the config) may resolve to MLX: only a named non-MLX provider skips it.
     if args.probe or args.provider not in ("extractive", "openai-api"):
-        from hermes_tui.providers.mlx_runtime import import_mlx_on_main_thread
+        from hermes_tui.providers.mlx.runtime import import_mlx_on_main_thread
 
         import_mlx_on_main_thread()
     try:
@@ -77,8 +84,8 @@ def _run_eval(args: argparse.Namespace) -> int:
     from hermes_tui.analysis.evaluate import evaluate, format_result, make_probes, run_probes
     from hermes_tui.core.conversation import Conversation
     from hermes_tui.core.transcript import parse_transcript
+    from hermes_tui.providers.selection import make_summarizer
     from hermes_tui.session.wiring import make_compactor, make_counter
-    from hermes_tui.summarizers.select import make_summarizer
 
     if args.context_limit < 256:
         raise EvalError(f"--context-limit must be at least 256 tokens, got {args.context_limit}")
@@ -109,7 +116,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     summarizer = make_summarizer(config.auxiliary.compression)  # fails early, before any work
     chat = None
     if args.probe:
-        from hermes_tui.chat.select import make_chat_client
+        from hermes_tui.providers.selection import make_chat_client
 
         chat = make_chat_client(config.model)
     compactor = make_compactor(

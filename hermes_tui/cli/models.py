@@ -58,7 +58,7 @@ def _one_line_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argp
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
         from hermes_tui import hub
-        from hermes_tui.providers.mlx_runtime import ModelUnavailable
+        from hermes_tui.hub.resolve import ModelUnavailable
 
         try:
             return run(args)
@@ -236,9 +236,9 @@ def run_rm(args: argparse.Namespace) -> int:
 
 
 def run_use(args: argparse.Namespace) -> int:
-    from hermes_tui import hub
+    from hermes_tui.providers.choices import use_model
 
-    result = hub.use_model(args.name, args.role, _config_path(args))
+    result = use_model(args.name, args.role, _config_path(args))
     key = "model" if args.role == "chat" else "auxiliary.compression"
     changed = f" (provider was changed to {result.provider})" if result.provider_changed else ""
     print(f"{key}.model = {result.value}{changed}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from hermes_tui import __version__
 from hermes_tui.analysis import report as report_cli
 from hermes_tui.cli.bench import add_bench_parser
-from hermes_tui.cli.common import MICRO_MODES, POLICIES, TURN_MODES
+from hermes_tui.cli.common import COMPRESSION_PROVIDERS, MICRO_MODES, POLICIES, TURN_MODES
 from hermes_tui.cli.eval import add_eval_parser
 from hermes_tui.cli.mcp import add_parser as add_mcp_parser
 from hermes_tui.cli.models import add_parser as add_models_parser
@@ -43,7 +43,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     from hermes_tui.config import ConfigError
     from hermes_tui.core.transcript import TranscriptError
     from hermes_tui.hermes_agent.state_db import HermesImportError
-    from hermes_tui.providers.select import ProviderError
+    from hermes_tui.providers.backend import ProviderError
     from hermes_tui.store import StoreError
     from hermes_tui.util.logs import LogFileError
 
@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON array (or JSONL) of OpenAI chat messages, a Hermes Agent session snapshot or sessions export",
     )
     compact.add_argument("--out", type=Path, help="write the compacted transcript here (default: stdout)")
-    compact.add_argument("--provider", choices=["auto", "mlx", "openai-api", "extractive"])
+    compact.add_argument("--provider", choices=COMPRESSION_PROVIDERS)
     compact.add_argument("--model", help="compression model (a name the endpoint serves, or an MLX model)")
     compact.add_argument("--base-url", help="OpenAI-compatible endpoint for the compression model")
     compact.add_argument("--context-limit", type=int, metavar="TOKENS", help="the main model's context window")

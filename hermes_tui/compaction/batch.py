@@ -29,8 +29,8 @@ from hermes_tui.compaction.state import (
     MicroState,
     PassResult,
 )
-from hermes_tui.compaction.summarize import SummaryRequest, run_summarizer
 from hermes_tui.compaction.summarizer import SummarizerError
+from hermes_tui.compaction.summary_request import SummaryRequest, run_summarizer
 from hermes_tui.compaction.window import head_end, tail_start
 from hermes_tui.core.conversation import Splice
 from hermes_tui.core.tokens import count_message, count_messages

@@ -40,8 +40,8 @@ from hermes_tui.compaction.state import (
     normalize_cursor,
     recover_state,
 )
-from hermes_tui.compaction.summarize import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.summarizer import Summarizer, SummarizerError, runs_a_model
+from hermes_tui.compaction.summary_request import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.config import AuxiliaryCompressionConfig, CompressionConfig
 from hermes_tui.core.conversation import Splice

@@ -1,9 +1,9 @@
-"""The summarizer protocol: one small interface for every backend.
+"""The summarizer protocol: one small interface for every backend (``providers/``).
 
-Compaction renders a request into chat messages (``compaction.prompts``) and hands
-them to a backend, which returns the text and what the call cost. Backends raise
-``SummarizerError`` with a ``kind`` so callers (telemetry, the UI) can say what
-went wrong without parsing messages.
+Compaction renders a request (``compaction.summary_request``) into chat messages
+(``compaction.prompts``) and hands them to a backend, which returns the text and what the
+call cost. Backends raise ``SummarizerError`` with a ``kind`` so callers (telemetry, the UI)
+can say what went wrong without parsing messages.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 
 class SummarizerError(Exception):
-    """A summarizer call that failed; ``kind`` is one of ``providers.failures``' kinds."""
+    """A summarizer call that failed; ``kind`` is one of ``core.failures``' kinds."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

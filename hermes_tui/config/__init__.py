@@ -1,6 +1,7 @@
 """``config.yaml``: its settings (``settings``), how it is read (``load``), written whole
-(``write``) or edited in place (``edit``), the problems it can have (``problems``) and the
-small strict schema the settings are declared with (``schema``).
+(``write``) or edited in place (``edit``), the problems it can have (``problems``), the
+small strict schema the settings are declared with (``schema``) and the providers a model
+setting may name (``provider_registry``).
 
 The names other packages use are re-exported here; modules of this package import from
 each other directly.

@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin
 
 import yaml
 
+from hermes_tui.config.provider_registry import PROVIDERS, SECTIONS, provider
 from hermes_tui.config.schema import Section, Setting, ValidationError
 from hermes_tui.util.errors import AppError
 from hermes_tui.util.untrusted import InputError, load_yaml
@@ -23,9 +24,6 @@ __all__ = [
     "ConfigError", "ConfigProblem", "all_keys", "config_error", "named_section_class", "problems_in", "section_class",
     "shown_value", "unknown_key_message",
 ]
-
-# Servers people name as a provider; each one speaks the OpenAI API.
-_OPENAI_COMPATIBLE = {"openai", "ollama", "llama.cpp", "llamacpp", "llama-server", "lmstudio", "lm-studio", "vllm"}
 
 
 # --------------------------------------------------------------------------- errors
@@ -195,10 +193,13 @@ def _message(schema: type[Section], err: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         choices = [str(c) for c in get_args(info.annotation)] if info else []
         message = f"expected one of {', '.join(choices)}; got {got}" if choices else f"{err['msg']}, got {got}"
-        if loc[-1] == "provider" and value == "extractive":
-            return message + " (extractive is only for auxiliary.compression.provider)"
-        if isinstance(value, str) and value.lower() in _OPENAI_COMPATIBLE:
-            return message + " (for an OpenAI-compatible server use openai-api and set base_url)"
+        known = provider(value) if loc[-1] == "provider" and isinstance(value, str) else None
+        if known is not None:  # a provider of the other role
+            return message + f" ({value} is only for {' and '.join(f'{SECTIONS[r]}.provider' for r in known.roles)})"
+        # What people write for a provider (a server's name, say): the registry says which one it is.
+        alias = next((p for p in PROVIDERS if isinstance(value, str) and value.lower() in p.aliases), None)
+        if alias is not None:
+            return message + f" ({alias.alias_hint})"
         if isinstance(value, str):
             close = [c for c in choices if c.lower() == value.lower()] or difflib.get_close_matches(value, choices, 1)
             if close:

@@ -24,6 +24,7 @@ from hermes_tui.config.problems import (
     shown_value,
     unknown_key_message,
 )
+from hermes_tui.config.provider_registry import AUTO, AUTO_RULE, CHAT, COMPRESSION, names, providers
 from hermes_tui.config.schema import (
     Section,
     Setting,
@@ -53,11 +54,9 @@ __all__ = [
     "value_at",
 ]
 
-ChatProvider = Literal["auto", "mlx", "openai-api"]
-# "extractive" is the built-in deterministic summarizer: it needs no model, which
-# makes it the fallback that always works. It cannot hold a conversation, so only
-# the compression model may be one.
-CompressionProvider = Literal["auto", "mlx", "openai-api", "extractive"]
+# The providers each role may name: "auto" and the registry's (config.provider_registry).
+ChatProvider = Literal[names(CHAT)]  # type: ignore[valid-type]
+CompressionProvider = Literal[names(COMPRESSION)]  # type: ignore[valid-type]
 MicroCompactMode = Literal["merge", "append"]
 CompactionPolicyName = Literal["watermark", "per_exchange", "per_turn"]
 ApprovalMode = Literal["read-only", "ask", "auto-edit", "full"]
@@ -122,9 +121,14 @@ class _Endpoint(_Section):
 FALLBACK_CONTEXT_LIMIT = 32_768
 
 
+def _model_comment(role: str) -> str:
+    """What ``model`` names under each provider of ``role`` that runs one."""
+    return "; ".join(f"{p.name}: {p.model}" for p in providers(role) if p.model)
+
+
 class ModelConfig(_Endpoint):
-    provider: ChatProvider = _setting("auto", "auto | mlx | openai-api")
-    model: str = _setting("", "mlx: local dir or HF repo id; openai-api: model name")
+    provider: ChatProvider = _setting(AUTO, " | ".join(names(CHAT)))
+    model: str = _setting("", _model_comment(CHAT))
     base_url: str = _setting("", "openai-api endpoint, e.g. http://localhost:8080/v1")
     api_key_env: str = _setting("OPENAI_API_KEY", "the key itself is read from the environment / .env")
     context_length: int | None = _setting(
@@ -233,14 +237,11 @@ class CompressionConfig(_Section):
 
 class AuxiliaryCompressionConfig(_Endpoint):
     provider: CompressionProvider = _setting(
-        "auto",
-        "auto | mlx | openai-api | extractive",
-        note=(
-            "auto: mlx where MLX has a GPU and a model, else openai-api.\n"
-            "extractive: built-in deterministic summarizer; needs no model."
-        ),
+        AUTO,
+        " | ".join(names(COMPRESSION)),
+        note="\n".join([f"auto: {AUTO_RULE}.", *(f"{p.name}: {p.note}" for p in providers(COMPRESSION) if p.note)]),
     )
-    model: str = _setting("", "mlx: local dir or HF repo id; openai-api: model name")
+    model: str = _setting("", _model_comment(COMPRESSION))
     base_url: str = _setting("", "openai-api endpoint, e.g. http://localhost:8080/v1")
     api_key_env: str = _setting("OPENAI_API_KEY", "the key itself is read from the environment / .env")
     timeout: float = _setting(120.0, "seconds a pass may take (> 0)", gt=0, allow_inf_nan=False)

@@ -27,14 +27,7 @@ if TYPE_CHECKING:
         NotEnoughSpace,
     )
     from hermes_tui.hub.hf import hf_cache_dir, hub_endpoint
-    from hermes_tui.hub.local import (
-        LocalModel,
-        UseResult,
-        delete_model,
-        find_local_model,
-        local_models,
-        use_model,
-    )
+    from hermes_tui.hub.local import LocalModel, delete_model, find_local_model, local_models
 
 # Each name's module, imported on first use: the app's first frame needs the catalog,
 # not the downloads (and the archive libraries under them).
@@ -43,7 +36,7 @@ _MODULE_OF = {
     **dict.fromkeys(("DownloadProgress", "download"), "downloads"),
     **dict.fromkeys(("CatalogError", "DownloadCancelled", "HubError", "HubUnreachable", "NotEnoughSpace"), "errors"),
     **dict.fromkeys(("hf_cache_dir", "hub_endpoint"), "hf"),
-    **dict.fromkeys(("LocalModel", "UseResult", "delete_model", "find_local_model", "local_models", "use_model"), "local"),
+    **dict.fromkeys(("LocalModel", "delete_model", "find_local_model", "local_models"), "local"),
 }
 
 
@@ -61,7 +54,6 @@ __all__ = [
     "HubUnreachable",
     "LocalModel",
     "NotEnoughSpace",
-    "UseResult",
     "default_chat_model",
     "default_compression_model",
     "delete_model",
@@ -71,5 +63,4 @@ __all__ = [
     "hub_endpoint",
     "load_catalog",
     "local_models",
-    "use_model",
 ]

@@ -2,7 +2,10 @@
 ``model.context_length`` and the model's own files (``config.json``, ``tokenizer_config.json``),
 read from a local folder or the local Hugging Face cache (never downloading).
 
-The order the sources are asked in is ``context_limits.resolve``.
+``ContextLimit``, ``as_tokens`` (a token count read from JSON) and ``looks_like_repo_id`` are
+what every source of a window shares: the table (``context_table``), a server's answer
+(``openai.context_probe``) and the disk cache (``context_resolution``, which also says in what
+order the sources are asked).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from hermes_tui.util.untrusted import InputError, load_json
 
-log = logging.getLogger("hermes_tui.providers.context_limits")
+log = logging.getLogger("hermes_tui.providers.context_resolution")
 
 
 # A context length outside this range is a placeholder, not a fact: transformers
@@ -49,7 +52,7 @@ class ContextLimit:
     source: str
 
 
-def _as_tokens(value: Any) -> int | None:
+def as_tokens(value: Any) -> int | None:
     """A plausible positive token count from JSON (int, integral float, digit string), else None."""
     if isinstance(value, bool):
         return None
@@ -72,7 +75,7 @@ def _as_tokens(value: Any) -> int | None:
 
 def from_config(model_cfg: Any) -> ContextLimit | None:
     """``model.context_length`` from the config, if set."""
-    tokens = _as_tokens(getattr(model_cfg, "context_length", None))
+    tokens = as_tokens(getattr(model_cfg, "context_length", None))
     return ContextLimit(tokens, "config") if tokens else None
 
 
@@ -94,7 +97,8 @@ def _hf_hub_cache() -> Path:
     return Path(xdg) / "huggingface" / "hub"
 
 
-def _looks_like_repo_id(name: str) -> bool:
+def looks_like_repo_id(name: str) -> bool:
+    """``org/name``: a Hugging Face repo id, not a path."""
     return name.count("/") == 1 and not name.startswith((".", "/", "~")) and all(name.split("/"))
 
 
@@ -128,7 +132,7 @@ def _limit_from_model_config(config: Mapping[str, Any]) -> int | None:
     # sliding_window is ignored on purpose: it limits what one layer attends to, not
     # how many tokens the model accepts.
     for key in _MODEL_CONFIG_KEYS:
-        tokens = _as_tokens(config.get(key))
+        tokens = as_tokens(config.get(key))
         if tokens:
             return tokens
     for section in _NESTED_CONFIG_SECTIONS:
@@ -159,7 +163,7 @@ def from_model_dir(path: str | os.PathLike[str]) -> ContextLimit | None:
     if is_dir:
         config_path: Path | None = local / "config.json"
         tokenizer_path: Path | None = local / "tokenizer_config.json"
-    elif _looks_like_repo_id(name):
+    elif looks_like_repo_id(name):
         config_path = _cached_hub_file(name, "config.json")
         tokenizer_path = _cached_hub_file(name, "tokenizer_config.json")
     else:
@@ -168,5 +172,5 @@ def from_model_dir(path: str | os.PathLike[str]) -> ContextLimit | None:
     tokens = _limit_from_model_config(config) if config else None
     if not tokens:
         tokenizer_config = _read_json(tokenizer_path)
-        tokens = _as_tokens(tokenizer_config.get("model_max_length")) if tokenizer_config else None
+        tokens = as_tokens(tokenizer_config.get("model_max_length")) if tokenizer_config else None
     return ContextLimit(tokens, "model-config") if tokens else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from hermes_tui.providers.context_limit import ContextLimit, _looks_like_repo_id
+from hermes_tui.providers.context_limit import ContextLimit, looks_like_repo_id
 
 # Native (unextended) windows as documented in each model card / vendor page.
 # Matching is case-insensitive on the model name or repo id, whole tokens only, and
@@ -96,7 +96,7 @@ def from_table(model_name: str) -> ContextLimit | None:
     if not model_name:
         return None
     name = model_name.rstrip("/\\")
-    if os.sep in name and not _looks_like_repo_id(name):
+    if os.sep in name and not looks_like_repo_id(name):
         name = os.path.basename(name)  # a local folder: its name names the model
     name = _normalize(name)
     best = max((p for p in _NORMALIZED_TABLE if _matches(p, name)), key=len, default=None)

@@ -32,7 +32,8 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation, Replacement
 from hermes_tui.core.tokens import count_message
 from hermes_tui.core.transcript import MICRO, SYSTEM_PROMPT, Message, wire_view
-from hermes_tui.providers.context_limits import ContextLimit, ContextLimitResolver
+from hermes_tui.providers.context_limit import ContextLimit
+from hermes_tui.providers.context_resolution import ContextLimitResolver
 from hermes_tui.session import chat_telemetry
 from hermes_tui.session.fit import FitListener, FitState, guarded_stream
 from hermes_tui.session.speeds import KeptSpeed

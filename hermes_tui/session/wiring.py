@@ -19,7 +19,7 @@ from hermes_tui.core.tokens import (
     TokenizerCounter,
     find_tokenizer_file,
 )
-from hermes_tui.summarizers.select import make_summarizer
+from hermes_tui.providers.selection import make_summarizer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,10 +126,10 @@ def open_session(
     the session's lease (``Store.acquire_lease``): calls a crash left unanswered are
     given their "interrupted" results, stored.
     """
-    from hermes_tui.chat.select import make_chat_client
     from hermes_tui.compaction.state import recover_state
     from hermes_tui.compaction.window import head_end
     from hermes_tui.core.conversation import Conversation
+    from hermes_tui.providers.selection import make_chat_client
     from hermes_tui.session.session import Session
     from hermes_tui.session.speeds import KeptSpeed
     from hermes_tui.store.counters import load_counters

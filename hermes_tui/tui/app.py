@@ -39,8 +39,8 @@ from hermes_tui.chat.unavailable import UnavailableChat
 from hermes_tui.compaction.summarizer import Summarizer
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import TranscriptError
-from hermes_tui.providers.select import ProviderError
-from hermes_tui.providers.warm_sdk import warm_openai_sdk
+from hermes_tui.providers.backend import ProviderError
+from hermes_tui.providers.selection import warm_up
 from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
@@ -57,7 +57,7 @@ from hermes_tui.util.logs import get_logger
 from hermes_tui.util.terminal_text import visible_controls
 
 if TYPE_CHECKING:
-    from hermes_tui.chat.choices import ModelChoice
+    from hermes_tui.providers.choices import ModelChoice
     from hermes_tui.session.agent import Tools
 
 log = get_logger("tui")
@@ -117,7 +117,7 @@ class HermesApp(App):
         self._make_clients()
         self.call_after_refresh(self.mcp_host.start_soon)  # the servers start after the first frame
         self.set_interval(MCP_REFRESH_S, self.mcp_host.show)
-        self.call_after_refresh(warm_openai_sdk, self.config)  # off the first reply's path
+        self.call_after_refresh(warm_up, self.config)  # off the first reply's path
         self.set_timer(HOLD_LIMIT_S, settle_heap)  # the chat screen settles it sooner
         self.full_collections.start()
         self.set_interval(1.0, self.full_collections.tick)
@@ -167,8 +167,7 @@ class HermesApp(App):
 
     def _make_clients(self) -> None:
         """The chat client and the summarizer, from config unless given; what fails is kept to show."""
-        from hermes_tui.chat.select import make_chat_client
-        from hermes_tui.summarizers.select import make_summarizer
+        from hermes_tui.providers.selection import make_chat_client, make_summarizer
 
         self._problems = []
         if self._chat_given is None:
@@ -183,11 +182,11 @@ class HermesApp(App):
                 self.summarizer = make_summarizer(self.config.auxiliary.compression)
             except ProviderError as exc:
                 # Passes still run, with the summarizer that needs no model; the notice says so.
-                from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+                from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 
                 log.warning("no compression model, using the extractive summarizer: %s", exc)
                 if not self._problems:  # without a chat model the first-run screen says enough
-                    from hermes_tui.summarizers.select import recommended_compression_hint
+                    from hermes_tui.providers.selection import recommended_compression_hint
 
                     hint = recommended_compression_hint(self.config.auxiliary.compression)
                     self.notify(
@@ -344,9 +343,9 @@ class HermesApp(App):
         """Make ``choice`` the chat model: write it to config.yaml (only the changed keys,
         through ``config.edit``), then reload the clients and the session as after the
         settings or models screen. Returns the changes written. Raises ConfigError."""
-        from hermes_tui.chat.choices import changes_for
         from hermes_tui.config import ConfigError, load_config
         from hermes_tui.config.edit import save_changes
+        from hermes_tui.providers.choices import changes_for
 
         try:
             on_disk = load_config(self.config_path).model

@@ -13,7 +13,7 @@ what is left (``gc.freeze``): later collections skip it, so a full one walks onl
 was made since. Once per process: a frozen object that later becomes cyclic garbage
 (a view of the first screen, after ``/new``) stays in memory, a bounded cost paid once.
 Models load on first use, after this, so their arrays are never frozen; at exit the
-heap is unfrozen all the same, ahead of ``mlx_runtime``'s exit handler (exit handlers
+heap is unfrozen all the same, ahead of ``providers.mlx.runtime``'s exit handler (exit handlers
 run last registered first, and that module is imported before the app starts), whose
 collection frees what sits in cycles while MLX is still alive.
 

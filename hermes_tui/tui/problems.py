@@ -13,7 +13,8 @@ import re
 from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import ConfigError
-from hermes_tui.providers.failures import (
+from hermes_tui.config.provider_registry import CHAT, COMPRESSION, providers
+from hermes_tui.core.failures import (
     CONTEXT_EXCEEDED,
     HTTP_4XX,
     HTTP_5XX,
@@ -22,8 +23,8 @@ from hermes_tui.providers.failures import (
     TIMEOUT,
     UNAVAILABLE,
 )
-from hermes_tui.providers.mlx_runtime import ModelUnavailable
-from hermes_tui.providers.select import ProviderError
+from hermes_tui.hub.resolve import ModelUnavailable
+from hermes_tui.providers.backend import ProviderError
 from hermes_tui.store import SessionBusy, StoreError
 from hermes_tui.store import db as store_db
 
@@ -107,18 +108,19 @@ def _provider_problem(message: str) -> tuple[str, str]:
     if _is_missing_model(message):
         return _missing_model(message)
     if "auxiliary.compression" in message:
-        return (
-            "No compression model is configured",
-            "Open settings and set the compression model: the base URL and model name of an "
-            "OpenAI-compatible server, or an MLX model. Provider extractive needs no model at all.",
-        )
+        return "No compression model is configured", f"Open settings and set the compression model: {_ways(COMPRESSION)}"
     if "model." in message or "usable chat model" in message:
-        return (
-            "No chat model is configured",
-            "Open settings and choose the chat model: the base URL and model name of an "
-            "OpenAI-compatible server (llama.cpp, Ollama, LM Studio, mlx_lm.server), or an MLX model.",
-        )
+        return "No chat model is configured", f"Open settings and choose the chat model: {_ways(CHAT, servers=True)}"
     return "The model setup is incomplete", message[:1].upper() + message[1:]
+
+
+def _ways(role: str, *, servers: bool = False) -> str:
+    """What can be set up for ``role``, from the provider registry: an endpoint first (any machine
+    can use one; MLX runs models well only on Apple silicon), then the providers needing no model.
+    ``servers``: name the servers an endpoint provider is used with."""
+    ways = sorted((p for p in providers(role) if p.needs_model), key=lambda p: not p.endpoint)
+    text = ", or ".join(f"{p.setup} ({p.servers})" if servers and p.servers else p.setup for p in ways) + "."
+    return text + "".join(f" Provider {p.name} needs no model at all." for p in providers(role) if not p.needs_model)
 
 
 def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from hermes_tui.analysis import bench, bench_results
 from hermes_tui.analysis.bench import run_bench
 from hermes_tui.analysis.bench_results import BenchConfig, BenchRun, PassRow
 from hermes_tui.compaction.telemetry import MICRO_PREFIX
-from hermes_tui.providers.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx.runtime import MlxRuntime
 from hermes_tui.store import Store
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 
@@ -403,7 +403,7 @@ def test_cli_bench_missing_model_is_one_line_and_exit_2(hf_offline_env, hermes_h
 
 def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
     from hermes_tui.core.transcript import wire_view
-    from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+    from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     session = json.loads(bench_results.SAMPLE_SESSION.read_text(encoding="utf-8"))
@@ -422,9 +422,8 @@ def test_the_bench_session_keeps_every_field_of_its_messages(tmp_path):
 
 def test_cli_bench_takes_the_name_a_model_was_imported_under(tiny_model, hf_offline_env, hermes_home):
     """``models import DIR --name NAME``, then NAME works wherever a model name is taken."""
-    from hermes_tui.chat.select import make_chat_client
     from hermes_tui.config import Config
-    from hermes_tui.summarizers.select import make_summarizer
+    from hermes_tui.providers.selection import make_chat_client, make_summarizer
 
     env = {**os.environ, **hf_offline_env, "HERMES_TUI_HOME": str(hermes_home)}
     cli = [sys.executable, "-m", "hermes_tui.cli"]

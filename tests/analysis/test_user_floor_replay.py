@@ -31,8 +31,8 @@ from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import count_messages
 from hermes_tui.core.transcript import Message, check_tool_pairing, iter_steps, parse_transcript
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 CONTEXT_LIMIT = 8_192

@@ -485,7 +485,7 @@ def _session_messages():
 @pytest.mark.integration
 def test_engine_with_openai_summarizer_against_mlx_server(mlx_server, caplog):
     from hermes_tui.core.conversation import Conversation
-    from hermes_tui.summarizers.openai_api import OpenAISummarizer
+    from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 
     compactor, counter = _server_compactor(mlx_server, max_tokens=None)
     assert isinstance(compactor.ctx.summarizer, OpenAISummarizer)

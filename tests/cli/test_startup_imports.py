@@ -120,7 +120,7 @@ def test_the_first_frame_waits_for_no_tool_validator_http_library_downloads_or_t
     # Each is needed later (a tool call, the first model request, the models screen, `open`,
     # the first Markdown view, a search or listing, a problem to show).
     later = {"jsonschema", "httpcore2", "httpcore", "hermes_tui.hub.downloads", "hermes_tui.hermes_agent.sessions",
-             "hermes_tui.providers.limited_transport", "markdown_it", "pathspec",
+             "hermes_tui.providers.openai.transport", "markdown_it", "pathspec",
              "hermes_tui.tui.screens.first_run"}
     loaded = loaded_modules(home, FIRST_FRAME)
     assert "hermes_tui.tui.screens.chat" in loaded
@@ -137,6 +137,7 @@ def test_the_choices_the_parsers_name_are_the_packages_own():
     from hermes_tui.compaction.micro import MODES
     from hermes_tui.compaction.policy import POLICIES
     from hermes_tui.config import FALLBACK_CONTEXT_LIMIT
+    from hermes_tui.config.provider_registry import CHAT, COMPRESSION, names
 
     assert common.TURN_MODES == TURN_MODES
     assert common.MICRO_MODES == MODES
@@ -144,6 +145,8 @@ def test_the_choices_the_parsers_name_are_the_packages_own():
     assert common.FALLBACK_CONTEXT_LIMIT == FALLBACK_CONTEXT_LIMIT
     assert models.ROLES == hub.ROLES
     assert bench.DEFAULT_PASSES == DEFAULT_PASSES
+    assert names(COMPRESSION) == common.COMPRESSION_PROVIDERS
+    assert names(CHAT) == common.CHAT_PROVIDERS
 
 
 def test_the_collector_is_held_off_until_the_first_frame(home):

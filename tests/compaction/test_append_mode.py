@@ -13,11 +13,11 @@ from hermes_tui.analysis.replay import replay
 from hermes_tui.compaction import facts
 from hermes_tui.compaction.notes import exchange_notes
 from hermes_tui.compaction.prompts import NOTES_TASK, NOTES_TASK_STRICT, NOTHING_NEW, append_prompt
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import parse_transcript
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 
 DEMO_SESSION = Path(__file__).resolve().parents[2] / "hermes_tui" / "assets" / "demo_session.json"
 
@@ -224,8 +224,8 @@ def test_a_fresh_compactor_continues_appending_after_a_resume():
 @pytest.mark.integration
 def test_on_the_tiny_model_the_cache_serves_what_consecutive_passes_share(tiny_model):
     from hermes_tui.compaction.prompts import absorb_prompt
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
-    from hermes_tui.summarizers.mlx import MlxSummarizer
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
+    from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 
     session = agent_session(exchanges=4, size=40)
     summary = "\n".join(f"- note {i}: read app/module_{i}.py and ran the tests." for i in range(25))

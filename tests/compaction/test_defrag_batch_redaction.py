@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from helpers import ScriptedSummarizer, agent_session, make_compactor, words
 
-from hermes_tui.compaction.summarize import SummaryRequest
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.core.transcript import MICRO, make_marker
 
 IN_MIDDLE = "sk-" + "Ab3d" * 12

@@ -54,8 +54,8 @@ from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.micro import PassContext, plan_micro_pass
 from hermes_tui.compaction.redaction import redact
 from hermes_tui.compaction.state import SKIPPED_FLAG
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation

@@ -13,7 +13,7 @@ from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.compaction.window import ContextWindow
 from hermes_tui.config import CompressionConfig
 from hermes_tui.core.tokens import EstimateCounter
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 
 
 def test_speeds_are_fitted_from_durations_when_the_backend_does_not_report_them():

@@ -120,7 +120,7 @@ def test_model_max_tokens_is_a_whole_number_of_at_least_one(tmp_path):
 
 
 def test_the_chat_clients_take_their_reply_cap_from_model_max_tokens(tiny_model, hf_offline_env):
-    from hermes_tui.chat.select import make_chat_client
+    from hermes_tui.providers.selection import make_chat_client
 
     mlx = make_chat_client(Config().with_overrides({
         "model.provider": "mlx", "model.model": str(tiny_model.fp32), "model.max_tokens": 7}).model)

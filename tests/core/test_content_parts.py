@@ -209,8 +209,8 @@ def test_an_openai_endpoint_receives_the_parts_unchanged(tmp_path, hermes_home):
 
 def test_in_process_mlx_sees_a_placeholder_text(tiny_model, hf_offline_env):
     from hermes_tui.chat.client import ChatDone
-    from hermes_tui.chat.mlx_chat import MlxChatClient
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.chat import MlxChatClient
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
 
     runtime = MlxRuntime()
     client = MlxChatClient(str(tiny_model.fp32), runtime=runtime)

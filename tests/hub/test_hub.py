@@ -36,7 +36,8 @@ from hermes_tui import hub
 from hermes_tui.config import Config, load_config
 from hermes_tui.config.write import save_config
 from hermes_tui.hub import downloads
-from hermes_tui.providers import select as provider_select
+from hermes_tui.providers import selection
+from hermes_tui.providers.choices import use_model
 
 REPO = "tiny/model-4bit"
 CLI = [sys.executable, "-m", "hermes_tui.cli"]
@@ -177,7 +178,8 @@ def test_a_download_reports_progress_and_the_model_loads_and_generates(hub_env, 
     # The model now resolves offline, the way the app loads it, and generates.
     from huggingface_hub import constants
 
-    from hermes_tui.providers.mlx_runtime import MlxRuntime, resolve_model_path
+    from hermes_tui.hub.resolve import resolve_model_path
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
@@ -340,11 +342,11 @@ def test_local_models_lists_the_cache_and_the_models_folder(hub_env, imported, t
 
 
 def test_use_model_writes_the_role_to_config(hub_env, imported, monkeypatch):
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)  # auto runs it: auto stays
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)  # auto runs it: auto stays
     hub.download(REPO)
-    result = hub.use_model(REPO, "compression")
+    result = use_model(REPO, "compression")
     assert (result.value, result.provider, result.provider_changed) == (REPO, "auto", False)
-    result = hub.use_model("my-tiny", "chat")
+    result = use_model("my-tiny", "chat")
     assert result.value == str(imported)
     config = load_config()
     assert config.auxiliary.compression.model == REPO
@@ -354,39 +356,39 @@ def test_use_model_writes_the_role_to_config(hub_env, imported, monkeypatch):
 
 
 def test_use_model_switches_a_provider_that_could_not_run_it(hub_env, imported, monkeypatch):
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     config = Config().with_overrides({
         "auxiliary.compression.provider": "extractive",
         "model.provider": "openai-api", "model.base_url": "",
     })
     save_config(config)
-    assert hub.use_model("my-tiny", "compression").provider == "auto"
-    assert hub.use_model("my-tiny", "chat").provider == "auto"
+    assert use_model("my-tiny", "compression").provider == "auto"
+    assert use_model("my-tiny", "chat").provider == "auto"
 
     save_config(Config().with_overrides({"model.provider": "openai-api", "model.base_url": "http://127.0.0.1:9/v1"}))
-    result = hub.use_model("my-tiny", "chat")
+    result = use_model("my-tiny", "chat")
     assert result.provider == "openai-api" and not result.provider_changed and "endpoint must serve" in result.note
     assert load_config().model.base_url == "http://127.0.0.1:9/v1"
 
 
 def test_use_model_without_a_gpu_sets_provider_mlx_so_the_model_runs_on_the_cpu(hub_env, imported):
-    assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
+    assert not selection.gpu_available()  # this machine: MLX on the CPU backend
     save_config(Config())  # provider auto for both roles
     for role, section in (("chat", "model"), ("compression", "auxiliary.compression")):
-        result = hub.use_model("my-tiny", role)
+        result = use_model("my-tiny", role)
         assert (result.provider, result.provider_changed) == ("mlx", True)
         assert "no GPU" in result.note and "slowly" in result.note and f"{section}.provider" in result.note
     config = load_config()
     assert (config.model.provider, config.model.model) == ("mlx", str(imported))
     assert config.auxiliary.compression.provider == "mlx"
-    assert provider_select.resolve_provider(config.model, role="model") == "mlx"
+    assert selection.resolve_provider(config.model, role="model") == "mlx"
 
 
 def test_use_model_refuses_what_does_not_resolve(hub_env):
     with pytest.raises(hub.HubError, match="not in the local Hugging Face cache"):
-        hub.use_model("mlx-community/not-here-4bit", "compression")
+        use_model("mlx-community/not-here-4bit", "compression")
     with pytest.raises(hub.HubError, match="role must be"):
-        hub.use_model(REPO, "summaries")
+        use_model(REPO, "summaries")
     assert not (hub_env.home / "config.yaml").exists()
 
 

@@ -20,16 +20,11 @@ import pytest
 from support.servers import free_port
 
 from hermes_tui.config import FALLBACK_CONTEXT_LIMIT, ModelConfig
-from hermes_tui.providers import context_limits as cl
-from hermes_tui.providers.context_limits import (
-    ContextLimit,
-    ContextLimitResolver,
-    from_config,
-    from_model_dir,
-    from_table,
-    probe_server,
-    resolve,
-)
+from hermes_tui.providers import context_resolution as cl
+from hermes_tui.providers.context_limit import ContextLimit, from_config, from_model_dir
+from hermes_tui.providers.context_resolution import ContextLimitResolver, resolve
+from hermes_tui.providers.context_table import from_table
+from hermes_tui.providers.openai.context_probe import probe_server
 
 # --------------------------------------------------------------------------- a fake server
 

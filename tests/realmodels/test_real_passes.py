@@ -19,8 +19,8 @@ from hermes_tui.compaction.checks import is_refusal, looks_like_instructions
 from hermes_tui.config import Config
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.transcript import check_tool_pairing, parse_transcript
+from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 from hermes_tui.session.wiring import make_compactor, make_counter
-from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
 pytestmark = [pytest.mark.realmodels, pytest.mark.timeout(900)]
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from support.scripted_endpoint import ScriptedServer, answer, call, calls
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.agent import COMPLETED, AgentTurn, Answer, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.store.rules import StoredRules
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools import Tool, ToolKind
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tools.builtin import builtin_registry

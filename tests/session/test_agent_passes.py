@@ -15,10 +15,10 @@ from helpers import ScriptedModel
 
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import MARKER_HEADER
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.agent import COMPLETED, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
 

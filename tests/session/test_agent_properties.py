@@ -33,11 +33,11 @@ from hypothesis import strategies as st
 from hermes_tui.compaction.trim import META_KEY as TRIM_META
 from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.agent import AgentListener, AgentTurn, Tools
 from hermes_tui.session.fit import ContextTooLarge
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace

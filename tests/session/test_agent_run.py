@@ -18,13 +18,13 @@ from typing import Any
 
 from support.scripted_endpoint import answer, call, calls
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.agent import COMPLETED, STOPPED, AgentListener, AgentTurn, Answer, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.store.rules import StoredRules
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.approval import Mode, Rule
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from support.openai_endpoint import FakeEndpoint, chunk, event, start_stream
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.agent import COMPLETED, STOPPED, AgentListener, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from support.servers import ScriptedServer
 
-from hermes_tui.chat.mlx_chat import MlxChatClient
 from hermes_tui.config import Config
-from hermes_tui.providers.mlx_runtime import MlxRuntime
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.mlx.chat import MlxChatClient
+from hermes_tui.providers.mlx.runtime import MlxRuntime
 from hermes_tui.session.agent import COMPLETED, AgentListener, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace
 

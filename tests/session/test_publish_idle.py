@@ -10,9 +10,9 @@ from helpers import agent_session
 
 from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 WAIT_S = 60  # bounds a hang only
 

@@ -8,12 +8,12 @@ import pytest
 from helpers import agent_session
 
 from hermes_tui.chat.client import ChatError
-from hermes_tui.chat.mlx_chat import MlxChatClient
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.mlx.chat import MlxChatClient
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 REPLY = 6
 
@@ -132,7 +132,7 @@ def _stop_after(cancel: threading.Event, pieces: int):
 
 @pytest.mark.parametrize("provider", ["mlx", "openai-api"])
 def test_a_stopped_reply_is_kept_marked_stopped_and_is_not_a_completed_turn(provider, config, store, request):
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
 
     if provider == "openai-api":
         server = request.getfixturevalue("mlx_server")

@@ -14,11 +14,11 @@ from hermes_tui.compaction.micro import DEFRAG_MAX_RATIO
 from hermes_tui.compaction.sizing import ASSUMED_PROMPT_TPS, ModelSpeed
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.store.speeds import StoredSpeed, list_speeds, load_speed
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
-from hermes_tui.summarizers.openai_api import OpenAISummarizer
 
 KEY = "scripted:qwen2.5-coder-0.5b@http://127.0.0.1:8080/v1"
 FAST = (400.0, 100.0)  # prompt and generation tokens/s: far above the assumed 50 and 12

@@ -16,10 +16,10 @@ from hermes_tui.compaction.state import STALE
 from hermes_tui.config import Config
 from hermes_tui.core.tokens import count_message
 from hermes_tui.core.transcript import MARKER_HEADER, Message, wire_view
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.agent import COMPLETED, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.approval import Mode
 from hermes_tui.tools.builtin import builtin_registry
 from hermes_tui.tools.workspace import Workspace

@@ -71,8 +71,8 @@ def crash_point(name):
             break
         frame = frame.f_back
     events.append([name, label])
-import hermes_tui.store.store, hermes_tui.compaction.summarize, hermes_tui.analysis.replay
-for module in (hermes_tui.store.store, hermes_tui.compaction.summarize, hermes_tui.analysis.replay):
+import hermes_tui.store.store, hermes_tui.compaction.summary_request, hermes_tui.analysis.replay
+for module in (hermes_tui.store.store, hermes_tui.compaction.summary_request, hermes_tui.analysis.replay):
     module.crash_point = crash_point
 from hermes_tui.cli import main
 code = main(sys.argv[2:])

@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from hermes_tui.compaction.redaction import redact
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import SummarizerError
+from hermes_tui.compaction.summary_request import SummaryRequest
 from hermes_tui.core.transcript import Message
 from hermes_tui.store import Store
 from hermes_tui.store import store as store_module

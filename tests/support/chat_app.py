@@ -13,9 +13,9 @@ from textual.app import App
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import Message
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.composer import Composer
@@ -101,7 +101,7 @@ class GatedMlxSummarizer:
     device, mid-generation, until the test opens the gate."""
 
     def __init__(self, model: str) -> None:
-        from hermes_tui.providers.mlx_runtime import MlxRuntime
+        from hermes_tui.providers.mlx.runtime import MlxRuntime
 
         self.model_name = model
         self.runtime = MlxRuntime.shared()

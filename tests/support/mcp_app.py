@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import Config
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tools.mcp import ServerStatus
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.tools import ToolsScreen

@@ -20,8 +20,8 @@ import string
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from hermes_tui.compaction.summarize import SummaryRequest
 from hermes_tui.compaction.summarizer import Completion
+from hermes_tui.compaction.summary_request import SummaryRequest
 
 _rng = random.Random(11_2026)
 

@@ -20,9 +20,9 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
 from hermes_tui.core.transcript import Message, make_marker, parse_transcript
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui import app as app_module
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen

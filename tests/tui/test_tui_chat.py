@@ -259,7 +259,7 @@ async def test_a_chat_model_that_is_not_there_says_what_to_do(config, store):
 
 @app_test
 async def test_a_failed_reply_shows_the_problem_and_keeps_the_message(config, store):
-    from hermes_tui.chat.openai_chat import OpenAIChatClient
+    from hermes_tui.providers.openai.chat import OpenAIChatClient
 
     chat = OpenAIChatClient("http://127.0.0.1:9/v1", "m", timeout=2)  # nothing listens on port 9
     # An endpoint takes the tool definitions (over 2,000 tokens): the window must hold them.

@@ -29,10 +29,10 @@ from textual import events
 from textual.widgets import Input, OptionList
 from textual.widgets._footer import FooterKey
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.config import load_config
 from hermes_tui.config.write import render_config_text
-from hermes_tui.providers.mlx_runtime import MlxRuntime
+from hermes_tui.providers.mlx.runtime import MlxRuntime
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.store import Store
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen

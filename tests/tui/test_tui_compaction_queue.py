@@ -26,9 +26,9 @@ from support.chat_app import (
 
 from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.core.transcript import BATCH, MICRO, Message
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.pass_queue import PassRequest
 from hermes_tui.session.wiring import open_session
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 
 
 def stored_session(config, store, *, large: bool) -> str:

@@ -27,8 +27,8 @@ from textual.widgets import Button, ProgressBar, Static
 from hermes_tui import hub
 from hermes_tui.config import load_config
 from hermes_tui.hermes_agent.config import hermes_config_path
-from hermes_tui.providers import select as provider_select
-from hermes_tui.summarizers.mlx import MlxSummarizer
+from hermes_tui.providers import selection
+from hermes_tui.providers.mlx.summarizer import MlxSummarizer
 from hermes_tui.tui.app import HermesApp
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.screens.first_run import FirstRunScreen
@@ -84,7 +84,7 @@ def scripted(tmp_path):
 
 @app_test
 async def test_linux_first_run_finds_a_loopback_server_and_the_chat_replies(hermes_home, store, scripted):
-    assert not provider_select.gpu_available()  # this machine: MLX on the CPU backend
+    assert not selection.gpu_available()  # this machine: MLX on the CPU backend
     config_path = hermes_home / "config.yaml"   # nothing configured: no file at all
     app = app_on(config_path, store, free_port(), scripted.port)
     async with app.run_test(size=SIZE) as pilot:
@@ -108,7 +108,7 @@ async def test_linux_first_run_finds_a_loopback_server_and_the_chat_replies(herm
 @pytest.fixture
 def mac(tiny_model, hermes_home, tmp_path, monkeypatch):
     """MLX reported as having a GPU; the hub stand-in serves the tiny model as both recommended models."""
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     catalog = hub.load_catalog()
     repos = (hub.default_chat_model(catalog).repo, hub.default_compression_model(catalog).repo)
     server = FakeHub([FakeRepo.from_folder(repo, tiny_model.q4) for repo in repos]).start()
@@ -196,7 +196,7 @@ async def test_mac_first_run_offline_says_so_and_an_imported_model_becomes_the_c
     from hermes_tui.tui.screens.model_import_dialog import ImportDialog
     from hermes_tui.util import paths
 
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     config_path = hermes_home / "config.yaml"
     app = app_on(config_path, store, free_port())
@@ -234,7 +234,7 @@ async def test_linux_first_run_offers_the_mlx_models_on_disk_that_run_slowly_on_
 
     from hermes_tui.util import paths
 
-    assert not provider_select.gpu_available()
+    assert not selection.gpu_available()
     on_disk = paths.models_dir() / "tiny-chat"
     shutil.copytree(tiny_model.q4, on_disk)
     config_path = hermes_home / "config.yaml"
@@ -282,7 +282,7 @@ def compression_notice(app: HermesApp) -> str:
 async def test_mac_with_no_compression_model_the_notice_names_the_recommended_one_and_how_to_get_it(
     hermes_home, store, scripted, empty_hf_cache, monkeypatch
 ):
-    monkeypatch.setattr(provider_select, "gpu_available", lambda: True)
+    monkeypatch.setattr(selection, "gpu_available", lambda: True)
     recommended = hub.default_compression_model()
     config_path = hermes_home / "config.yaml"
     chat_on(config_path, scripted)

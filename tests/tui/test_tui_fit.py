@@ -25,13 +25,13 @@ from support.chat_app import (
 )
 from support.scripted import answer, long_agent_session
 
-from hermes_tui.chat.openai_chat import OpenAIChatClient
 from hermes_tui.compaction.trim import is_trimmed
 from hermes_tui.config import Config
 from hermes_tui.core.tokens import EstimateCounter
 from hermes_tui.core.transcript import Message
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
+from hermes_tui.providers.openai.chat import OpenAIChatClient
 from hermes_tui.session.wiring import import_transcript
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui.widgets.composer import Composer
 from hermes_tui.tui.widgets.message_views import AssistantMessage
 

@@ -144,7 +144,7 @@ async def test_notices_show_outside_text_literally(servers, store, tmp_path, her
 @app_test
 async def test_the_model_picker_shows_the_endpoints_model_names_literally(servers, store, tmp_path, hermes_home,
                                                                          monkeypatch):
-    from hermes_tui.chat import choices
+    from hermes_tui.providers import choices
 
     server = servers.start([answer("ok")])
     listed = [choices.ModelChoice(value="m", where=choices.ENDPOINT, label=f"[bold]x[/] echo [a {OSC52}",

@@ -27,8 +27,8 @@ from hermes_tui.config import Config, ConfigError, ConfigProblem, load_config
 from hermes_tui.config.edit import changed_values, edit_config_text, save_changes
 from hermes_tui.config.write import default_config_text
 from hermes_tui.core.transcript import Message
-from hermes_tui.providers.mlx_runtime import MISSING_MODEL_HELP, ModelUnavailable
-from hermes_tui.providers.select import ProviderError
+from hermes_tui.hub.resolve import MISSING_MODEL_HELP, ModelUnavailable
+from hermes_tui.providers.backend import ProviderError
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store import db as store_db
 from hermes_tui.store.export import session_messages, to_json, to_markdown

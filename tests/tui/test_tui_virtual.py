@@ -19,9 +19,9 @@ from textual.widgets._footer import FooterKey
 
 from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
 from hermes_tui.core.transcript import Message, make_marker
+from hermes_tui.providers.extractive.summarizer import ExtractiveSummarizer
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
-from hermes_tui.summarizers.extractive import ExtractiveSummarizer
 from hermes_tui.tui.screens.chat import ChatScreen
 from hermes_tui.tui.widgets.message_views import (
     STREAM_INTERVAL,

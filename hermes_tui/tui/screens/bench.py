@@ -69,7 +69,7 @@ from hermes_tui.tui.widgets.text import human_time
 from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
     from hermes_tui.store import Store
 
 __all__ = ["BenchScreen", "DurationBar", "model_label"]
@@ -208,7 +208,7 @@ class BenchScreen(Screen[None]):
         aux = self.config.auxiliary.compression
         if aux.provider in bench_results.PROVIDERS:
             return aux.provider
-        from hermes_tui.providers.mlx_runtime import gpu_available
+        from hermes_tui.providers.mlx.runtime import gpu_available
 
         return "openai-api" if aux.base_url and not gpu_available() else "mlx"
 
@@ -333,7 +333,7 @@ class BenchScreen(Screen[None]):
     # --- running -------------------------------------------------------------------------------
     def bench_config(self) -> BenchConfig:
         """The form as a BenchConfig; raises BenchError with a one-line reason."""
-        from hermes_tui.providers.select import resolve_api_key
+        from hermes_tui.providers.backend import resolve_api_key
 
         aux = self.config.auxiliary.compression
         models = list(self.query_one("#models", SelectionList).selected)

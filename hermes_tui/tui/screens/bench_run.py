@@ -17,7 +17,7 @@ from hermes_tui.tui.widgets.bench_view import model_label
 from hermes_tui.util.logs import get_logger
 
 if TYPE_CHECKING:
-    from hermes_tui.providers.mlx_runtime import MlxRuntime
+    from hermes_tui.providers.mlx.runtime import MlxRuntime
 
 __all__ = ["BenchFinished", "BenchStep", "progress_line", "run_and_report"]
 

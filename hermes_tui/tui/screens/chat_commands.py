@@ -170,8 +170,8 @@ async def show_summary(context: CommandContext, arg: str) -> None:
 async def switch_model(context: CommandContext, arg: str) -> None:
     """``/model NAME`` switches the chat model; ``/model`` picks it from a list. The choice
     is written to config.yaml and the app reloads its clients (as after /settings)."""
-    from hermes_tui.chat.choices import ChoiceError, find_choice
     from hermes_tui.config import ConfigError
+    from hermes_tui.providers.choices import ChoiceError, find_choice
     from hermes_tui.tui.screens.model_picker import ModelPicker
 
     host, view = context.host, context.view

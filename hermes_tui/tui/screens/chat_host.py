@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from hermes_tui.chat.choices import ModelChoice
     from hermes_tui.config import Config
+    from hermes_tui.providers.choices import ModelChoice
     from hermes_tui.session.agent import Tools
     from hermes_tui.session.session import Session
     from hermes_tui.tools.approval import Mode

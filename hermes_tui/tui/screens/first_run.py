@@ -170,7 +170,7 @@ def setup_sections(setup: Setup) -> ComposeResult:
     from hermes_tui import hub
     from hermes_tui.hermes_agent.config import read_hermes_offer
     from hermes_tui.hub.hf import offline as hub_offline
-    from hermes_tui.providers import select as provider_select
+    from hermes_tui.providers import selection
     from hermes_tui.tui.screens.first_run_setup import LocalServers, ModelsOnDisk, RecommendedModels
 
     offer = read_hermes_offer(setup.config)
@@ -185,7 +185,7 @@ def setup_sections(setup: Setup) -> ComposeResult:
     offline = hub_offline()
     aux = setup.config.auxiliary.compression
     compression_unset = aux.provider == "auto" and not aux.model and not aux.base_url
-    if provider_select.gpu_available():
+    if selection.gpu_available():
         if chat is not None and compression is not None:
             picks = [("chat", chat)] + ([("compression", compression)] if compression_unset else [])
             yield RecommendedModels(picks, setup.config_path, title="Recommended for this Mac: run both in-process",

@@ -3,9 +3,9 @@
 - ``RecommendedModels``: the catalog's recommended chat (and, where MLX has a GPU,
   compression) models with their cost (parameters, download, memory, licence), downloaded
   with progress, cancel and resume (``hub.download``), then set as the models in config
-  (``hub.use_model``). Offline, it says so and offers to import a model instead.
+  (``providers.choices.use_model``). Offline, it says so and offers to import a model instead.
 - ``LocalServers``: OpenAI-compatible servers answering on this machine's loopback
-  (``providers.local_servers``, probed in a worker), each offered with the model it serves;
+  (``providers.openai.local_servers``, probed in a worker), each offered with the model it serves;
   when none answers, which to start and how.
 - ``ModelsOnDisk``: MLX models already on this machine (``hub.local_models``, listed in a
   worker), each usable for the chat at once; where MLX has no GPU they run slowly on the CPU.
@@ -31,7 +31,7 @@ from hermes_tui import hub
 from hermes_tui.config import ConfigError, load_config
 from hermes_tui.hermes_agent.config import HermesOffer
 from hermes_tui.hub.units import format_bytes, format_duration
-from hermes_tui.providers import local_servers
+from hermes_tui.providers.openai import local_servers
 from hermes_tui.tui.widgets.outside import shown
 from hermes_tui.util.logs import get_logger
 
@@ -47,7 +47,7 @@ class SetupChosen(Message):
 
 
 class SetupDone(Message):
-    """The settings are saved already (``hub.use_model``); go to the chat."""
+    """The settings are saved already (``providers.choices.use_model``); go to the chat."""
 
     def __init__(self, note: str) -> None:
         super().__init__()
@@ -203,10 +203,12 @@ class RecommendedModels(Vertical):
             self._use([(role, model.repo) for role, model in self.picks])
 
     def _use(self, picks: list[tuple[str, str]]) -> None:
+        from hermes_tui.providers.choices import use_model
+
         notes, names = [], []
         for role, name in picks:
             try:
-                result = hub.use_model(name, role, self.config_path)
+                result = use_model(name, role, self.config_path)
             except (hub.HubError, ConfigError) as exc:
                 self._status(str(exc), error=True)
                 return
@@ -363,9 +365,11 @@ class ModelsOnDisk(Vertical):
 
     @on(Button.Pressed, ".disk-model")
     def _chosen(self, event: Button.Pressed) -> None:
+        from hermes_tui.providers.choices import use_model
+
         model = self.models[int((event.button.id or "disk-0").removeprefix("disk-"))]
         try:
-            result = hub.use_model(model.name, "chat", self.config_path)
+            result = use_model(model.name, "chat", self.config_path)
         except (hub.HubError, ConfigError) as exc:
             line = self.query_one("#disk-status", Static)
             line.update(str(exc))

@@ -22,9 +22,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from hermes_tui import hub
-from hermes_tui.chat.choices import ChoiceError, ModelChoice, endpoint_choices, local_choices
 from hermes_tui.config import ModelConfig
-from hermes_tui.providers.select import resolve_provider
+from hermes_tui.providers.choices import ChoiceError, ModelChoice, endpoint_choices, local_choices
+from hermes_tui.providers.selection import resolve_provider
 from hermes_tui.util.terminal_text import visible_controls
 
 __all__ = ["ModelPicker"]

@@ -374,8 +374,10 @@ class ModelsScreen(Screen[Config | None]):
         model = self.selected_local()
         if model is None or not model.complete:
             return
+        from hermes_tui.providers.choices import use_model
+
         try:
-            result = hub.use_model(model.name, role, self.config_path)
+            result = use_model(model.name, role, self.config_path)
             config = load_config(self.config_path)
         except (hub.HubError, ConfigError) as exc:
             self.status(str(exc), error=True)

@@ -1,1 +1,0 @@
-"""Summarizer backends behind ``compaction.summarizer.Summarizer``: MLX, OpenAI-compatible, extractive."""
