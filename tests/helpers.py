@@ -118,7 +118,9 @@ def make_compactor(
     ``settings``: other keys of the ``compression`` section (the schema's defaults otherwise).
     """
     counter = EstimateCounter()
-    compression = CompressionConfig(
+    # model_copy, not the constructor: tests of the passes use sizes below the schema's floors
+    # (a defrag threshold of 60 tokens) to reach a defrag in a few exchanges.
+    compression = CompressionConfig().model_copy(update=dict(
         protect_first_n=protect_first_n,
         target_ratio=target_ratio,
         micro_compact=micro,
@@ -131,7 +133,7 @@ def make_compactor(
         policy=policy,
         trim=trim,
         **settings,
-    )
+    ))
     ctx = PassContext(
         summarizer=summarizer or ScriptedSummarizer(),
         counter=counter,

@@ -34,6 +34,7 @@ from ..core.failures import (
     TIMEOUT,
     UNAVAILABLE,
 )
+from ..util.errors import AppError
 
 # The failure kinds of ``core.failures``, plus two: the caller cancelled the call, and the
 # endpoint refused a request because it carried tools (retry it without them).
@@ -84,14 +85,25 @@ class Overflow:
         return ""
 
 
-class ChatError(Exception):
+class ChatError(AppError):
     """A chat call that failed; ``kind`` is one of the kind constants above.
 
-    ``overflow``: for ``CONTEXT_EXCEEDED`` from a server, what it said (its figures)."""
+    ``overflow``: for ``CONTEXT_EXCEEDED`` from a server, what it said (its figures);
+    ``endpoint``: the server's base URL when the call went to one (None: in-process, or the
+    guard's own refusal before anything was sent); ``fix``: what the server's answer says to
+    do, when it says. A model that is not on this machine is the ``__cause__``."""
 
-    def __init__(self, kind: str, message: str, overflow: Overflow | None = None):
-        super().__init__(message)
-        self.kind = kind
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        overflow: Overflow | None = None,
+        *,
+        endpoint: str | None = None,
+        model: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        super().__init__(message, kind=kind, endpoint=endpoint, model=model, fix=fix)
         self.overflow = overflow
 
 

@@ -18,9 +18,9 @@ class UnavailableChat:
 
     def stream(self, messages: list[dict[str, Any]], *, max_tokens: int | None = None, stop=None,
                cancel=None, tools=None) -> Iterator[ChatDelta | ChatDone]:
-        raise ChatError(UNAVAILABLE, str(self.error))
+        raise ChatError(UNAVAILABLE, str(self.error)) from self.error
         yield  # pragma: no cover - makes this a generator, like every provider's stream
 
     def complete(self, messages, *, max_tokens: int | None = None, stop=None, cancel=None,
                  tools=None) -> ChatDone:
-        raise ChatError(UNAVAILABLE, str(self.error))
+        raise ChatError(UNAVAILABLE, str(self.error)) from self.error

@@ -11,13 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from hermes_tui.util.errors import AppError
 
-class SummarizerError(Exception):
-    """A summarizer call that failed; ``kind`` is one of ``core.failures``' kinds."""
 
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+class SummarizerError(AppError):
+    """A summarizer call that failed; ``kind`` is one of ``core.failures``' kinds, ``endpoint``
+    the server's base URL when the call went to one, ``fix`` what its answer says to do. A
+    model that is not on this machine is the ``__cause__``."""
+
+    def __init__(
+        self, kind: str, message: str, *, endpoint: str | None = None, model: str | None = None, fix: str | None = None
+    ) -> None:
+        super().__init__(message, kind=kind, endpoint=endpoint, model=model, fix=fix)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Protocol
 
+from hermes_tui.util.errors import AppError
+
 if TYPE_CHECKING:
     import threading
 
@@ -20,8 +22,10 @@ if TYPE_CHECKING:
     from hermes_tui.config import AuxiliaryCompressionConfig, ModelConfig
 
 
-class ProviderError(Exception):
-    """No usable model for a role as configured: the message says what to configure."""
+class ProviderError(AppError):
+    """No usable model for a role as configured: the message says what to configure, ``key``
+    names the config key to set. Raised from a ``ModelUnavailable`` (its ``__cause__``) when
+    the named model is not on this machine."""
 
 
 class Backend(Protocol):

@@ -32,12 +32,13 @@ from hermes_tui.providers import selection
 from hermes_tui.providers.backend import ProviderError, resolve_api_key
 from hermes_tui.providers.selection import resolve_provider
 from hermes_tui.util import paths
+from hermes_tui.util.errors import AppError
 
 LOCAL, ENDPOINT = "local", "endpoint"
 LIST_TIMEOUT_S = 5.0  # asking an endpoint for its models: a picker must not hang on it
 
 
-class ChoiceError(Exception):
+class ChoiceError(AppError):
     """The model asked for is not one that can be chosen; the message says why and what to do."""
 
 

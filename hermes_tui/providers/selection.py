@@ -77,7 +77,8 @@ def resolve_provider(cfg: AuxiliaryCompressionConfig | ModelConfig, *, role: str
     raise ProviderError(
         f"no usable {ROLE_NAMES.get(role, role)} model: {where}set {role}.base_url (any OpenAI-compatible "
         f"endpoint, e.g. mlx_lm.server, llama.cpp, Ollama) and {role}.model in config.yaml, or set "
-        f"{role}.provider: mlx to run MLX on the CPU{hint}"
+        f"{role}.provider: mlx to run MLX on the CPU{hint}",
+        key=f"{role}.base_url",
     )
 
 
@@ -122,7 +123,7 @@ def backend(name: str, role: str) -> Backend:
     COMPRESSION); imported by the first call that needs it."""
     entry = provider(name)
     if entry is None or role not in entry.roles:  # config.yaml's validation lets neither through
-        raise ProviderError(f"provider {name!r} cannot serve the {role} model")
+        raise ProviderError(f"provider {name!r} cannot serve the {role} model", key=f"{SECTIONS[role]}.provider")
     return cast(Backend, importlib.import_module(entry.package))
 
 

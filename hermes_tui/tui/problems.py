@@ -8,12 +8,10 @@ and the chat screen uses the same sentences when a reply fails.
 
 from __future__ import annotations
 
-import re
-
 from hermes_tui.chat.client import CANCELLED, ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
 from hermes_tui.config import ConfigError
-from hermes_tui.config.provider_registry import CHAT, COMPRESSION, providers
+from hermes_tui.config.provider_registry import CHAT, COMPRESSION, SECTIONS, providers
 from hermes_tui.core.failures import (
     CONTEXT_EXCEEDED,
     HTTP_4XX,
@@ -23,7 +21,7 @@ from hermes_tui.core.failures import (
     TIMEOUT,
     UNAVAILABLE,
 )
-from hermes_tui.hub.resolve import ModelUnavailable
+from hermes_tui.hub.resolve import NOT_A_MODEL_FOLDER, NOT_DOWNLOADED, ModelUnavailable
 from hermes_tui.providers.backend import ProviderError
 from hermes_tui.store import SessionBusy, StoreError
 from hermes_tui.store import db as store_db
@@ -32,10 +30,6 @@ SETTINGS = ("Open settings", "settings")
 MODELS = ("Open models", "models")
 RETRY = ("Try again", "retry")
 QUIT = ("Quit", "quit")
-
-_URL = re.compile(r"https?://[^\s,;()]+")
-_MISSING_MODEL = re.compile(r"model (\S+) is not in the local Hugging Face cache")
-_NO_FOLDER = re.compile(r"^(.+?): (no such model folder|not an MLX model folder)")
 
 
 def first_run_problem(exc: BaseException) -> tuple[str, str]:
@@ -52,12 +46,12 @@ def first_run_problem(exc: BaseException) -> tuple[str, str]:
         return _sentence(exc.problem), _sentence(exc.advice) + "."
     if isinstance(exc, StoreError):
         return _store_problem(exc.kind, message)
-    if isinstance(exc, ModelUnavailable):
-        return _missing_model(message)
+    if (missing := _missing_model_of(exc)) is not None and not isinstance(exc, (ChatError, SummarizerError)):
+        return _missing_model(missing)
     if isinstance(exc, ProviderError):
-        return _provider_problem(message)
+        return _provider_problem(exc, message)
     if isinstance(exc, (ChatError, SummarizerError)):
-        return _call_problem(exc.kind, message, compression=isinstance(exc, SummarizerError))
+        return _call_problem(exc, message, compression=isinstance(exc, SummarizerError))
     what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return (
         f"Something went wrong: {what}",
@@ -70,7 +64,7 @@ def first_run_actions(exc: BaseException) -> list[tuple[str, str]]:
     kind = getattr(exc, "kind", None)
     if isinstance(exc, StoreError):
         return [QUIT]
-    if isinstance(exc, ModelUnavailable) or kind == UNAVAILABLE or _is_missing_model(str(exc)):
+    if kind == UNAVAILABLE or _missing_model_of(exc) is not None:
         return [MODELS, SETTINGS, QUIT]
     if isinstance(exc, ProviderError):
         return [SETTINGS, MODELS, QUIT]
@@ -86,30 +80,32 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _endpoint(message: str) -> str:
-    match = _URL.search(message)
-    return match.group(0).rstrip(".:") if match else ""
+def _missing_model_of(exc: BaseException) -> ModelUnavailable | None:
+    """The model-not-here error ``exc`` is, or was raised from (a provider or a call that
+    could not load its model), if any."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # a short chain: a call, a provider, the model
+        if seen is None:
+            return None
+        if isinstance(seen, ModelUnavailable):
+            return seen
+        seen = seen.__cause__
+    return None
 
 
-def _is_missing_model(message: str) -> bool:
-    return bool(_MISSING_MODEL.search(message) or _NO_FOLDER.search(message))
-
-
-def _missing_model(message: str) -> tuple[str, str]:
+def _missing_model(exc: ModelUnavailable) -> tuple[str, str]:
     fix = "Open the models screen to download it, or choose a model you have in settings."
-    if match := _MISSING_MODEL.search(message):
-        return f"Model {match.group(1)} is not downloaded", fix
-    if match := _NO_FOLDER.search(message):
-        return f"The model folder {match.group(1)} is not an MLX model", fix
-    return f"The model cannot be loaded: {message}", fix
+    if exc.kind == NOT_DOWNLOADED:
+        return f"Model {exc.model} is not downloaded", fix
+    if exc.kind == NOT_A_MODEL_FOLDER:
+        return f"The model folder {exc.model} is not an MLX model", fix
+    return f"The model cannot be loaded: {_one_line(str(exc))}", fix
 
 
-def _provider_problem(message: str) -> tuple[str, str]:
-    if _is_missing_model(message):
-        return _missing_model(message)
-    if "auxiliary.compression" in message:
+def _provider_problem(exc: ProviderError, message: str) -> tuple[str, str]:
+    if exc.key and exc.key.startswith(SECTIONS[COMPRESSION]):
         return "No compression model is configured", f"Open settings and set the compression model: {_ways(COMPRESSION)}"
-    if "model." in message or "usable chat model" in message:
+    if exc.key and exc.key.startswith(SECTIONS[CHAT] + "."):
         return "No chat model is configured", f"Open settings and choose the chat model: {_ways(CHAT, servers=True)}"
     return "The model setup is incomplete", message[:1].upper() + message[1:]
 
@@ -123,8 +119,8 @@ def _ways(role: str, *, servers: bool = False) -> str:
     return text + "".join(f" Provider {p.name} needs no model at all." for p in providers(role) if not p.needs_model)
 
 
-def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, str]:
-    url = _endpoint(message)
+def _call_problem(exc: ChatError | SummarizerError, message: str, *, compression: bool) -> tuple[str, str]:
+    kind, url = exc.kind, exc.endpoint
     section = "auxiliary.compression" if compression else "model"
     server = f"The endpoint {url}" if url else ("The compression model" if compression else "The chat model")
     if kind == REFUSED:
@@ -149,8 +145,7 @@ def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, s
             "with a larger context (llama-server -c, vLLM --max-model-len, Ollama num_ctx, LM Studio's context length).",
         )
     if kind == HTTP_4XX:
-        hint = re.search(r"\((check [^()]*(?:\([^()]*\)[^()]*)*|rate limited[^()]*)\)\s*$", message)
-        fix = hint.group(1) if hint else f"check {section}.model and {section}.api_key_env"
+        fix = exc.fix or f"check {section}.model and {section}.api_key_env"
         return f"{server} rejected the request", f"{fix[:1].upper()}{fix[1:]} in settings."
     if kind == HTTP_5XX:
         return f"{server} failed with a server error", "Check the server's log, restart it, and try again."
@@ -160,8 +155,8 @@ def _call_problem(kind: str, message: str, *, compression: bool) -> tuple[str, s
             f"Check {section}.base_url in settings: it usually ends in /v1.",
         )
     if kind == UNAVAILABLE:
-        if _is_missing_model(message):
-            return _missing_model(message)
+        if (missing := _missing_model_of(exc)) is not None:
+            return _missing_model(missing)
         return (
             f"The {'compression' if compression else 'chat'} model cannot run here: {message}",
             "Choose another model in settings, or download one in the models screen.",

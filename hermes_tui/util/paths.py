@@ -22,6 +22,8 @@ from pathlib import Path
 
 import platformdirs
 
+from hermes_tui.util.errors import AppError
+
 APP_NAME = "hermes-tui"
 HOME_ENV = "HERMES_TUI_HOME"
 HERMES_AGENT_HOME_ENV = "HERMES_HOME"  # Hermes Agent's home: read, never written (docs/architecture.md, "Homes")
@@ -33,15 +35,19 @@ LOG_FILE = "agent.log"
 USER_INSTRUCTIONS_FILE = "AGENTS.md"
 
 
-class HermesAgentHomeError(PermissionError):
+class HermesAgentHomeError(AppError, PermissionError):
     """A hermes-tui file would land inside Hermes Agent's home."""
+
+    kind = "hermes_agent_home"
 
     def __init__(self, path: Path, agent_home: Path):
         reason = (
             f"inside Hermes Agent's home {agent_home} ({HERMES_AGENT_HOME_ENV}), where hermes-tui never writes: "
             f"set {HOME_ENV} to another folder"
         )
-        super().__init__(errno.EACCES, reason, str(path))
+        super().__init__(reason, fix=f"set {HOME_ENV} to another folder")
+        # As the OSError it also is: errno, strerror, filename and their usual str().
+        PermissionError.__init__(self, errno.EACCES, reason, str(path))
 
 
 def _expanded(raw: str) -> Path:

@@ -23,12 +23,19 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static, 
 
 from hermes_tui.chat.client import ChatError
 from hermes_tui.compaction.summarizer import SummarizerError
-from hermes_tui.config import Config, ConfigError, ConfigProblem, load_config
+from hermes_tui.config import (
+    AuxiliaryCompressionConfig,
+    Config,
+    ConfigError,
+    ConfigProblem,
+    ModelConfig,
+    load_config,
+)
 from hermes_tui.config.edit import changed_values, edit_config_text, save_changes
 from hermes_tui.config.write import default_config_text
 from hermes_tui.core.transcript import Message
-from hermes_tui.hub.resolve import MISSING_MODEL_HELP, ModelUnavailable
-from hermes_tui.providers.backend import ProviderError
+from hermes_tui.hub.resolve import resolve_model_path
+from hermes_tui.providers.selection import make_chat_client, make_summarizer
 from hermes_tui.store import Store, StoreError
 from hermes_tui.store import db as store_db
 from hermes_tui.store.export import session_messages, to_json, to_markdown
@@ -626,31 +633,46 @@ def load_text(text: str) -> Config:
 # --- first run --------------------------------------------------------------------------------
 
 URL = "http://127.0.0.1:8080/v1"
+
+
+def raised(call) -> Exception:
+    """The error ``call`` raises: the first-run texts are judged on errors as the code makes them."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - any is what the screen is given
+        return exc
+    raise AssertionError(f"{call} raised nothing")
+
+
 FIRST_RUN_CASES = {
     "no chat model": (
-        ProviderError("provider openai-api needs model.base_url and model.model in config.yaml"),
+        raised(lambda: make_chat_client(ModelConfig(provider="openai-api"))),
         "No chat model is configured", "Open settings", ["settings", "models", "quit"],
     ),
     "no compression model": (
-        ProviderError("no usable compression model: set auxiliary.compression.base_url ..."),
+        raised(lambda: make_summarizer(AuxiliaryCompressionConfig())),  # auto: no URL, no GPU here
         "No compression model is configured", "extractive", ["settings", "models", "quit"],
     ),
     "not downloaded": (
-        ModelUnavailable("model mlx-community/Qwen3-4B-4bit is not in the local Hugging Face cache: "
-                         + MISSING_MODEL_HELP.format(name="mlx-community/Qwen3-4B-4bit")),
+        raised(lambda: resolve_model_path("mlx-community/Qwen3-4B-4bit")),  # offline, not cached
+        "Model mlx-community/Qwen3-4B-4bit is not downloaded", "models screen", ["models", "settings", "quit"],
+    ),
+    "not downloaded, through the provider": (
+        raised(lambda: make_chat_client(ModelConfig(provider="mlx", model="mlx-community/Qwen3-4B-4bit"))),
         "Model mlx-community/Qwen3-4B-4bit is not downloaded", "models screen", ["models", "settings", "quit"],
     ),
     "refused": (
-        ChatError("refused", f"model endpoint {URL} refused the connection: is the server running?"),
+        ChatError("refused", f"model endpoint {URL} refused the connection: is the server running?", endpoint=URL),
         f"The endpoint {URL} refused the connection", "Start the model server", ["retry", "settings", "quit"],
     ),
     "timeout": (
-        SummarizerError("timeout", f"compression endpoint {URL} did not answer within 120 s"),
+        SummarizerError("timeout", f"compression endpoint {URL} did not answer within 120 s", endpoint=URL),
         f"The endpoint {URL} did not answer in time", "try again", ["retry", "settings", "quit"],
     ),
     "http_4xx": (
         ChatError("http_4xx", f"model endpoint {URL} rejected the request with HTTP 401: bad key "
-                              "(check the API key (model.api_key_env))"),
+                              "(check the API key (model.api_key_env))", endpoint=URL,
+                  fix="check the API key (model.api_key_env)"),
         f"The endpoint {URL} rejected the request", "Check the API key (model.api_key_env) in settings",
         ["settings", "quit"],
     ),
@@ -763,6 +785,6 @@ def test_snapshot_settings(snap_compare, config_path, monkeypatch, size):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_snapshot_first_run(snap_compare, size):
-    exc = ChatError("refused", f"model endpoint {URL} refused the connection: is the server running?")
+    exc = ChatError("refused", f"model endpoint {URL} refused the connection: is the server running?", endpoint=URL)
     app = ScreenApp(lambda: FirstRunScreen.for_error(exc))
     assert snap_compare(app, terminal_size=size)

@@ -39,8 +39,8 @@ def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
 def _check_model(name: str, key: str) -> None:
     """A model is named, and it is on this machine (the message says how to get it)."""
     if not name:
-        raise ProviderError(f"provider mlx needs {key} (a local MLX folder or a cached HF repo id)")
+        raise ProviderError(f"provider mlx needs {key} (a local MLX folder or a cached HF repo id)", key=key)
     try:
         resolve_model_path(name)
     except ModelUnavailable as exc:
-        raise ProviderError(str(exc)) from None
+        raise ProviderError(str(exc), key=key, model=exc.model) from exc

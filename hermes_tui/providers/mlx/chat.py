@@ -82,7 +82,7 @@ class MlxChatClient(ChatClient):
         try:
             loaded = self.runtime.load(self.model_name)
         except ModelUnavailable as exc:
-            raise ChatError(UNAVAILABLE, str(exc)) from None
+            raise ChatError(UNAVAILABLE, str(exc), model=exc.model) from exc
         return supports_tool_calls(loaded.tokenizer)
 
     def stream(
@@ -102,7 +102,7 @@ class MlxChatClient(ChatClient):
         try:
             loaded = self.runtime.load(self.model_name)
         except ModelUnavailable as exc:
-            raise ChatError(UNAVAILABLE, str(exc)) from None
+            raise ChatError(UNAVAILABLE, str(exc), model=exc.model) from exc
         if not (tools and supports_tool_calls(loaded.tokenizer)):
             tools = None  # without a parser its calls could not be read: the call runs tool-less
         splitter = ToolCallSplitter(loaded.tokenizer, tools) if tools else None

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_tui.hub.resolve import ModelUnavailable, resolve_model_path
+from hermes_tui.hub.resolve import CANNOT_LOAD, ModelUnavailable, resolve_model_path
 from hermes_tui.providers.mlx.prefix import (
     PREFILL_STEP_S,  # noqa: F401 - part of this module's interface (bench_cancel reads it here)
     PrefixCache,
@@ -204,7 +204,9 @@ class MlxRuntime:
         try:
             model, tokenizer, config = load(str(path), return_config=True)
         except Exception as exc:  # noqa: BLE001 - mlx_lm raises many kinds; one clear message
-            raise ModelUnavailable(f"{path}: cannot load the model ({type(exc).__name__}: {exc})") from None
+            raise ModelUnavailable(
+                f"{path}: cannot load the model ({type(exc).__name__}: {exc})", kind=CANNOT_LOAD, model=str(path)
+            ) from None
         if not gpu_available():
             # On the CPU backend fp16/bf16 compute is tens of times slower than fp32.
             model.set_dtype(mx.float32)

@@ -38,7 +38,7 @@ class MlxSummarizer:
             left = max(self.timeout - (time.perf_counter() - started), 1e-3)
             stats = self.runtime.generate(loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, timeout=left)
         except ModelUnavailable as exc:
-            raise SummarizerError(UNAVAILABLE, str(exc)) from None
+            raise SummarizerError(UNAVAILABLE, str(exc), model=exc.model) from exc
         except GenerationAborted as exc:
             if exc.reason == "timeout":
                 raise SummarizerError(

@@ -31,7 +31,10 @@ def make_chat_client(cfg: ModelConfig) -> ChatClient:
     from hermes_tui.providers.openai.chat import OpenAIChatClient
 
     if not cfg.base_url or not cfg.model:
-        raise ProviderError("provider openai-api needs model.base_url and model.model in config.yaml")
+        raise ProviderError(
+            "provider openai-api needs model.base_url and model.model in config.yaml",
+            key="model.base_url" if not cfg.base_url else "model.model",
+        )
     return OpenAIChatClient(
         cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), max_tokens=cfg.max_tokens,
     )
@@ -41,9 +44,15 @@ def make_summarizer(cfg: AuxiliaryCompressionConfig) -> Summarizer:
     from hermes_tui.providers.openai.summarizer import OpenAISummarizer
 
     if not cfg.base_url:
-        raise ProviderError("provider openai-api needs auxiliary.compression.base_url (e.g. http://127.0.0.1:8080/v1)")
+        raise ProviderError(
+            "provider openai-api needs auxiliary.compression.base_url (e.g. http://127.0.0.1:8080/v1)",
+            key="auxiliary.compression.base_url",
+        )
     if not cfg.model:
-        raise ProviderError("provider openai-api needs auxiliary.compression.model (the model name the server serves)")
+        raise ProviderError(
+            "provider openai-api needs auxiliary.compression.model (the model name the server serves)",
+            key="auxiliary.compression.model",
+        )
     return OpenAISummarizer(cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), timeout=cfg.timeout)
 
 

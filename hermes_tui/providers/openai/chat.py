@@ -202,10 +202,10 @@ class OpenAIChatClient(ChatClient):
         import openai
 
         if isinstance(exc, openai.APIStatusError):
-            kind, message = status_failure(self._endpoint, exc)
+            failure = status_failure(self._endpoint, exc)
             overflow = status_overflow(exc)
             if overflow is not None:
-                return ChatError(kind, message, overflow)
+                return ChatError(failure.kind, failure.message, overflow, endpoint=self.base_url)
             if with_tools and _refuses_tools(exc):
                 self.supports_tools = False
                 return ChatError(
@@ -213,18 +213,21 @@ class OpenAIChatClient(ChatClient):
                     f"model endpoint {self.base_url} does not accept tools for model {self.model!r}"
                     f" (HTTP {exc.status_code}: {error_text(exc.body) or 'no details'}): the chat "
                     "goes on without tools",
+                    endpoint=self.base_url,
                 )
-            return ChatError(kind, message)
+            return ChatError(failure.kind, failure.message, endpoint=self.base_url, fix=failure.fix)
         if isinstance(exc, openai.APITimeoutError):
             return ChatError(
                 TIMEOUT,
                 f"model endpoint {self.base_url} did not answer within {self.timeout:g} s: "
                 "is the server overloaded or stuck? (check its log)",
+                endpoint=self.base_url,
             )
         if isinstance(exc, openai.APIConnectionError):
-            return ChatError(*connection_failure(self._endpoint, exc))
+            failure = connection_failure(self._endpoint, exc)
+            return ChatError(failure.kind, failure.message, endpoint=self.base_url)
         # anything else the SDK raises
-        return ChatError(MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}")
+        return ChatError(MALFORMED, f"model endpoint {self.base_url} failed: {one_line(str(exc))}", endpoint=self.base_url)
 
 def _json_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``messages`` with every call's arguments JSON text (see the module docstring).
@@ -287,14 +290,19 @@ def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 5
         page = client.models.list()
         return sorted({str(item.id) for item in page.data if getattr(item, "id", None)})
     except openai.APIStatusError as exc:
-        raise ChatError(*status_failure(endpoint, exc)) from exc
+        failure = status_failure(endpoint, exc)
+        raise ChatError(failure.kind, failure.message, endpoint=base_url, fix=failure.fix) from exc
     except openai.APITimeoutError as exc:
-        raise ChatError(TIMEOUT, f"model endpoint {base_url} did not list its models within {timeout:g} s") from exc
+        raise ChatError(
+            TIMEOUT, f"model endpoint {base_url} did not list its models within {timeout:g} s", endpoint=base_url
+        ) from exc
     except openai.APIConnectionError as exc:
-        raise ChatError(*connection_failure(endpoint, exc)) from exc
+        failure = connection_failure(endpoint, exc)
+        raise ChatError(failure.kind, failure.message, endpoint=base_url) from exc
     except (openai.OpenAIError, AttributeError, TypeError, ValueError) as exc:  # not an OpenAI model list
         raise ChatError(
-            MALFORMED, f"model endpoint {base_url} did not answer /models with a model list: {one_line(str(exc))}"
+            MALFORMED, f"model endpoint {base_url} did not answer /models with a model list: {one_line(str(exc))}",
+            endpoint=base_url,
         ) from exc
     finally:
         client.close()

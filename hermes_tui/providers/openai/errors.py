@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: the callers import it when they call
     import openai
@@ -66,16 +66,25 @@ def post_chat_completions(client: openai.OpenAI, body: dict[str, Any], *, stream
     return client.post("/chat/completions", cast_to=_http.Response, body=body, stream=stream)
 
 
-def status_failure(endpoint: Endpoint, exc: openai.APIStatusError) -> tuple[str, str]:
+class Failure(NamedTuple):
+    """A failed call: its kind, one line naming the endpoint, and the fix when the answer says
+    one (an HTTP 4xx: the key to check)."""
+
+    kind: str
+    message: str
+    fix: str | None = None
+
+
+def status_failure(endpoint: Endpoint, exc: openai.APIStatusError) -> Failure:
     """Kind and message for an HTTP error reply (status >= 400)."""
     status = exc.status_code
     overflow = status_overflow(exc)
     if overflow is not None:
-        return CONTEXT_EXCEEDED, overflow_message(endpoint, overflow, f"HTTP {status}")
+        return Failure(CONTEXT_EXCEEDED, overflow_message(endpoint, overflow, f"HTTP {status}"))
     detail = error_text(exc.body)
     detail = f": {detail}" if detail else ""
     if status >= 500:
-        return (
+        return Failure(
             HTTP_5XX,
             f"{endpoint.what} {endpoint.base_url} failed with HTTP {status}{detail} "
             "(check the server's log)",
@@ -87,10 +96,11 @@ def status_failure(endpoint: Endpoint, exc: openai.APIStatusError) -> tuple[str,
         404: f"check {config}.model ({endpoint.model!r}) and {endpoint.base_url_key}",
         429: "rate limited or out of quota; try again later",
     }.get(status, f"check {config}.model and {endpoint.base_url_key}")
-    return (
+    return Failure(
         HTTP_4XX,
         f"{endpoint.what} {endpoint.base_url} rejected the request with HTTP {status}"
         f"{detail} ({hint})",
+        fix=hint,
     )
 
 
@@ -110,29 +120,29 @@ def overflow_message(endpoint: Endpoint, overflow: Overflow, how: str) -> str:
     )
 
 
-def connection_failure(endpoint: Endpoint, exc: openai.APIConnectionError) -> tuple[str, str]:
+def connection_failure(endpoint: Endpoint, exc: openai.APIConnectionError) -> Failure:
     """Kind and message for a connection that failed before a complete reply."""
     where = f"{endpoint.what} {endpoint.base_url}"
     causes = cause_names(exc)
     if "incomplete body" in causes:
         # Headers arrived, then the socket closed mid-body: a reply, but cut off.
-        return (
+        return Failure(
             MALFORMED,
             f"{where} closed the connection in the middle of its reply: did the server "
             "crash? (check its log)",
         )
     if "ConnectionRefusedError" in causes:
-        return REFUSED, f"{where} refused the connection: is the server running?"
+        return Failure(REFUSED, f"{where} refused the connection: is the server running?")
     if "RemoteProtocolError" in causes or "ConnectionResetError" in causes or "ReadError" in causes:
         # The socket closed before a complete reply: the server crashed or was
         # stopped mid-request (or is not an HTTP server).
-        return (
+        return Failure(
             REFUSED,
             f"{where} closed the connection without a reply: did the server crash or "
             "restart? (check its log)",
         )
     reason = one_line(str(exc.__cause__ or exc))
-    return (
+    return Failure(
         REFUSED,
         f"could not connect to {where} ({reason}): is the server running and the "
         f"{endpoint.base_url_key} right?",

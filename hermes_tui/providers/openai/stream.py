@@ -210,12 +210,13 @@ class StreamReader:
             error = body["error"]
             overflow = recognise(error.get("message", "") if isinstance(error, dict) else str(error), error)
             if overflow is not None:
-                raise ChatError(CONTEXT_EXCEEDED, overflow_message(self.endpoint, overflow, "mid-stream"), overflow)
+                raise ChatError(CONTEXT_EXCEEDED, overflow_message(self.endpoint, overflow, "mid-stream"), overflow, endpoint=self.base_url)
             detail = error_text(error) or "no details"
             raise ChatError(
                 HTTP_5XX,
                 f"model endpoint {self.base_url} reported an error mid-stream: {detail} "
                 "(check the server's log)",
+                endpoint=self.base_url,
             )
         choices = body.get("choices")
         usage = body.get("usage")
@@ -251,17 +252,19 @@ class StreamReader:
             MALFORMED,
             f"model endpoint {self.base_url} sent {what}, not a chat completion stream: "
             "is model.base_url an OpenAI-compatible /v1 endpoint?",
+            endpoint=self.base_url,
         )
 
     def _not_a_stream(self, content_type: str, sample: str) -> ChatError:
         overflow = recognise(sample)
         if overflow is not None:  # an error object sent with status 200 (LM Studio)
-            return ChatError(CONTEXT_EXCEEDED, overflow_message(self.endpoint, overflow, "HTTP 200"), overflow)
+            return ChatError(CONTEXT_EXCEEDED, overflow_message(self.endpoint, overflow, "HTTP 200"), overflow, endpoint=self.base_url)
         what = one_line(content_type, 40) if content_type else "a body"
         return ChatError(
             MALFORMED,
             f"model endpoint {self.base_url} answered with {what} ({snippet(sample)}), "
             "not an event stream: is model.base_url an OpenAI-compatible /v1 endpoint?",
+            endpoint=self.base_url,
         )
 
     def _cut_off(self, chars: int, how: str) -> ChatError:
@@ -269,6 +272,7 @@ class StreamReader:
             MALFORMED,
             f"model endpoint {self.base_url} {how} after {chars} characters, before the "
             "reply was finished: did the server crash or restart? (check its log)",
+            endpoint=self.base_url,
         )
 
     def _read_failure(self, exc: BaseException, chars: int) -> ChatError:
@@ -279,6 +283,7 @@ class StreamReader:
                 TIMEOUT,
                 f"model endpoint {self.base_url} stalled: nothing for {self.timeout:g} s "
                 f"{where} (is the server overloaded or stuck? check its log)",
+                endpoint=self.base_url,
             )
         return self._cut_off(chars, "closed the connection")
 
@@ -286,6 +291,7 @@ class StreamReader:
         return ChatError(
             CANCELLED,
             f"reply from model endpoint {self.base_url} cancelled after {chars} characters",
+            endpoint=self.base_url,
         )
 
 

@@ -108,6 +108,7 @@ class OpenAISummarizer:
             raise SummarizerError(  # anything else the SDK raises
                 MALFORMED,
                 f"compression endpoint {self.base_url} failed: {one_line(str(exc))}",
+                endpoint=self.base_url,
             ) from exc
         duration = time.perf_counter() - started
         return self._parse(body_text, duration)
@@ -119,6 +120,7 @@ class OpenAISummarizer:
             TIMEOUT,
             f"compression model {self.model} at {self.base_url} did not answer within "
             f"{self.timeout:g} s: raise {TIMEOUT_CONFIG_KEY} or use a smaller model",
+            endpoint=self.base_url,
         )
 
     def _endpoint(self) -> Endpoint:
@@ -130,10 +132,12 @@ class OpenAISummarizer:
         )
 
     def _status_error(self, exc: openai.APIStatusError) -> SummarizerError:
-        return SummarizerError(*status_failure(self._endpoint(), exc))
+        failure = status_failure(self._endpoint(), exc)
+        return SummarizerError(failure.kind, failure.message, endpoint=self.base_url, fix=failure.fix)
 
     def _connection_error(self, exc: openai.APIConnectionError) -> SummarizerError:
-        return SummarizerError(*connection_failure(self._endpoint(), exc))
+        failure = connection_failure(self._endpoint(), exc)
+        return SummarizerError(failure.kind, failure.message, endpoint=self.base_url)
 
     # -- the reply ----------------------------------------------------------------
 
@@ -142,6 +146,7 @@ class OpenAISummarizer:
             MALFORMED,
             f"compression endpoint {self.base_url} sent {what}, not a chat completion: "
             "is base_url an OpenAI-compatible /v1 endpoint?",
+            endpoint=self.base_url,
         )
 
     def _parse(self, body_text: str, duration: float) -> Completion:

@@ -177,6 +177,8 @@ def test_mlx_server_wrong_model_name_is_http_4xx(mlx_server):
     error = fail_with(client, HTTP_4XX)
     assert "HTTP 404" in str(error) and "no-such-model" in str(error)
     assert "model.model" in str(error)
+    # The facts the UI words it by, without reading the message.
+    assert error.endpoint == mlx_server.base_url and error.fix and "model.model" in error.fix
 
 
 @pytest.mark.integration
@@ -234,6 +236,7 @@ def test_closed_port_is_refused():
     assert str(error) == (
         f"model endpoint http://127.0.0.1:{port}/v1 refused the connection: is the server running?"
     )
+    assert error.endpoint == f"http://127.0.0.1:{port}/v1"
 
 
 # -- misbehaving endpoints ----------------------------------------------------------
@@ -426,6 +429,7 @@ def test_no_answer_is_timeout(endpoint):
     error = fail_with(OpenAIChatClient(endpoint.base_url, "m", timeout=1), TIMEOUT)
     assert 0.9 < time.monotonic() - started < 2.5
     assert "did not answer within 1 s" in str(error)
+    assert error.endpoint == endpoint.base_url
 
 
 @pytest.mark.parametrize(

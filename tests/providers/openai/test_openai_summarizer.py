@@ -285,6 +285,7 @@ def test_a_slow_drip_ends_at_the_deadline(mode):
             f"compression model small-model at {server.base_url} did not answer within 2 s: "
             "raise auxiliary.compression.timeout or use a smaller model"
         )
+        assert error.endpoint == server.base_url
         assert server.hung_up.wait(5)  # the socket was closed, not left dripping
         assert server.handled.wait(5)
         assert wait_until(lambda: set(threading.enumerate()) == threads_before), (
