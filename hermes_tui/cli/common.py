@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from hermes_tui.config.provider_registry import CHAT, COMPRESSION, names
 from hermes_tui.util.errors import AppError
 
 if TYPE_CHECKING:
@@ -17,11 +18,9 @@ TURN_MODES = ("user", "step")
 MICRO_MODES = ("merge", "append")
 POLICIES = ("watermark", "per_exchange", "per_turn")
 FALLBACK_CONTEXT_LIMIT = 32_768  # config.FALLBACK_CONTEXT_LIMIT, for --help without the config schema
-# What --provider and --chat-provider accept: config.provider_registry.names(COMPRESSION) and
-# names(CHAT), named here because importing the registry loads the config package (a test keeps
-# them equal).
-COMPRESSION_PROVIDERS = ("auto", "mlx", "openai-api", "extractive")
-CHAT_PROVIDERS = ("auto", "mlx", "openai-api")
+# What --provider and --chat-provider accept: the registry's names (plain data, cheap to import).
+COMPRESSION_PROVIDERS = names(COMPRESSION)
+CHAT_PROVIDERS = names(CHAT)
 
 
 class UserError(AppError):

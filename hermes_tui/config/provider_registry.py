@@ -13,11 +13,10 @@ every other package (the backends import it), and a backend, with the SDK under 
 when a model is first made, not with the config.
 
 Adding a provider is its package under ``hermes_tui/providers/`` (``providers.backend`` says
-what the package offers) and an entry here; the command line's copy of the names
-(``cli/common.py``, which ``--help`` reads without loading the config) is held equal to this
-one by a test. What a new provider does not join unless it is extended to: ``auto``
-(``AUTO_RULE`` and ``providers.selection.resolve_provider``), the ``/model`` picker and the
-models screen (``providers.choices``: models on this machine run on mlx, models an endpoint
+what the package offers) and an entry here; nothing else lists the names (the command line
+reads them here: importing this module loads no schema or YAML). What a new provider does
+not join unless it is extended to: ``auto`` (``AUTO_RULE`` and
+``providers.selection.resolve_provider``), the ``/model`` picker and the models screen (``providers.choices``: models on this machine run on mlx, models an endpoint
 lists on openai-api), the window probe of ``base_url`` (``providers.openai.context_probe``) and
 ``hermes-tui bench`` (mlx and openai-api).
 """
