@@ -22,7 +22,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..config import ModelConfig
 from ..core.failures import (
@@ -42,7 +42,7 @@ CANCELLED = "cancelled"
 NO_TOOLS = "no_tools"
 
 # A reply's cap when neither the caller nor the client names one: model.max_tokens's default.
-DEFAULT_MAX_TOKENS: int = ModelConfig.model_fields["max_tokens"].default
+DEFAULT_MAX_TOKENS: int = ModelConfig().max_tokens
 
 __all__ = [
     "CANCELLED",
@@ -184,8 +184,15 @@ class ChatClient(Protocol):
     model_name: str
     #: the longest reply when a call names no cap (``model.max_tokens`` in config.yaml)
     max_tokens: int = DEFAULT_MAX_TOKENS
-    #: whether a call's ``tools`` reach the model (False: they are left out of the call)
-    supports_tools: bool = False
+    if TYPE_CHECKING:
+        # Read-only to the callers, so that a client may work it out when asked (MLX: from
+        # the model's tokenizer); one that sets it declares ``supports_tools: bool`` itself.
+        @property
+        def supports_tools(self) -> bool:
+            """whether a call's ``tools`` reach the model (False: they are left out of the call)"""
+            return False
+    else:
+        supports_tools = False
 
     def stream(
         self,

@@ -181,7 +181,8 @@ def use_model(name: str, role: str, config_path: Path | None = None) -> UseResul
     config = load_config(path)
     prefix = "model" if role == "chat" else "auxiliary.compression"
     section = config.model if role == "chat" else config.auxiliary.compression
-    provider, note = section.provider, ""
+    provider: str = section.provider
+    note = ""
     if provider == "extractive" or (provider == "openai-api" and not section.base_url):
         provider = "auto"
     if provider == "auto" and not selection.gpu_available():

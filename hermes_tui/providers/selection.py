@@ -33,7 +33,7 @@ from hermes_tui.providers.backend import Backend, ProviderError
 
 # Read through this module (``selection.gpu_available()``) by every rule that asks whether MLX
 # has a GPU, so that a test sets it in one place.
-from hermes_tui.providers.mlx.runtime import gpu_available
+from hermes_tui.providers.mlx.runtime import gpu_available as gpu_available
 
 if TYPE_CHECKING:
     import threading

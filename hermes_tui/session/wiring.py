@@ -5,7 +5,7 @@ configured MCP servers started in the background."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from hermes_tui.compaction.engine import Compactor
 from hermes_tui.compaction.micro import PRESSURE_SHARE, PassContext
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     from hermes_tui.session.session import Session
     from hermes_tui.store import SessionInfo, Store
     from hermes_tui.tools.mcp import McpManager, ServerState
+
+
+class _Timeout(TypedDict, total=False):
+    """``PassContext``'s timeout, given only when the caller names one (else its default)."""
+
+    timeout_s: float
 
 
 def make_counter(config: Config) -> TokenCounter:
@@ -77,12 +83,13 @@ def build_compactor(
 ) -> Compactor:
     """A compactor reading one ``compression`` section: the section itself is its window's
     settings, which the passes and the policy read, so no value is copied on the way."""
+    timeout: _Timeout = {} if timeout_s is None else {"timeout_s": timeout_s}
     ctx = PassContext(
         summarizer=summarizer,
         counter=counter,
         window=ContextWindow(limit=context_limit, settings=compression),
         max_tokens_cap=max_tokens_cap,
-        **({} if timeout_s is None else {"timeout_s": timeout_s}),
+        **timeout,
         # The watermark policy folds a backlog with passes back to back, one exchange each: a
         # defrag of the whole middle in one call is what a small model cannot finish in time.
         pressure_share=None if compression.policy == WATERMARK else pressure_share,

@@ -13,6 +13,7 @@ just the new notes and merge mode the summary with them added: the same summary.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from hermes_tui.compaction.notes import dedupe, exchange_notes
 from hermes_tui.compaction.prompts import NOTHING_NEW
@@ -29,7 +30,7 @@ class ExtractiveSummarizer:
     def __init__(self) -> None:
         self._counter = EstimateCounter()
 
-    def complete(self, messages, *, max_tokens: int) -> Completion:  # pragma: no cover - protocol shape only
+    def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:  # pragma: no cover - protocol shape only
         raise NotImplementedError("the extractive summarizer works on requests, not prompts")
 
     def summarize(self, request: SummaryRequest, *, max_tokens: int) -> Completion:

@@ -34,6 +34,7 @@ from hermes_tui.core.content_parts import for_text_only_model
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable
 from hermes_tui.providers.mlx.runtime import POLL_S, GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.thread import MlxJob
 from hermes_tui.providers.mlx.tool_calls import (
     ToolCallSplitter,
     for_chat_template,
@@ -42,7 +43,6 @@ from hermes_tui.providers.mlx.tool_calls import (
 
 CACHE_KEY = "chat"
 log = logging.getLogger(__name__)
-_END = object()
 
 
 class MlxChatClient(ChatClient):
@@ -54,7 +54,7 @@ class MlxChatClient(ChatClient):
         self.timeout = timeout
         self.runtime = runtime or MlxRuntime.shared()
         self.max_tokens = max_tokens  # model.max_tokens: a reply's cap when a call names none
-        self.last_warm = None  # the last warm job (MlxJob), for benchmarks and tests
+        self.last_warm: MlxJob[tuple[int, int]] | None = None  # the last warm job, for benchmarks and tests
 
     warm_kind = "local"
 
@@ -107,12 +107,12 @@ class MlxChatClient(ChatClient):
             tools = None  # without a parser its calls could not be read: the call runs tool-less
         splitter = ToolCallSplitter(loaded.tokenizer, tools) if tools else None
         abandoned = threading.Event()  # set when the consumer stops reading early
-        events: queue.Queue = queue.Queue()
+        events: queue.Queue[ChatDelta | None] = queue.Queue()  # the text, then None: the job ended
         try:
             job = self.runtime.start_generation(
                 loaded, messages, max_tokens=max_tokens, cache_key=CACHE_KEY, stop=stop,
                 timeout=self.timeout, cancel=_Either(cancel, abandoned), tools=tools,
-                on_text=lambda text: events.put(ChatDelta(text)), on_done=lambda: events.put(_END),
+                on_text=lambda text: events.put(ChatDelta(text)), on_done=lambda: events.put(None),
             )
         except GenerationAborted as exc:  # the runtime is shutting down
             raise ChatError(CANCELLED, f"MLX model {self.model_name}: {exc}") from None
@@ -126,7 +126,7 @@ class MlxChatClient(ChatClient):
                 except queue.Empty:
                     job.expire()  # cancelled or timed out while still queued: ends now
                     continue
-                if item is _END:
+                if item is None:
                     break
                 fed += len(item.text)
                 if splitter is None:

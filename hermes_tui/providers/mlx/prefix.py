@@ -11,11 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-# ``loaded`` below is an ``runtime.LoadedModel`` (its ``model`` and ``prefixes``);
-# typed loosely so that this module does not import the runtime that imports it.
-LoadedModel = Any
+if TYPE_CHECKING:  # imported by the first load: MLX is slow to import
+    import mlx.nn as nn
 
 # A prompt is read in steps, and a step cannot be interrupted: cancel and deadline are
 # checked between steps. A fixed step does not fit every device (mlx_lm's 2048 tokens take
@@ -30,7 +29,15 @@ PREFILL_MAX_GROWTH = 4     # a step's size grows at most this much over the prev
 @dataclass
 class PrefixCache:
     tokens: list[int]
-    cache: list[Any]
+    cache: list[Any]  # mlx_lm's KV cache, one entry per layer
+
+
+class LoadedModel(Protocol):
+    """What this module reads of a ``runtime.LoadedModel``: its ``model`` and ``prefixes``
+    (a protocol, so that this module does not import the runtime that imports it)."""
+
+    model: nn.Module
+    prefixes: dict[str, PrefixCache]
 
 
 def reuse_prefix(loaded: LoadedModel, key: str | None, tokens: list[int]) -> tuple[list[Any], int]:
@@ -73,7 +80,7 @@ def warm_prefix(loaded: LoadedModel, key: str, tokens: list[int]) -> tuple[int, 
     return reused, processed - reused
 
 
-def prefill(model: Any, cache: list[Any], tokens: list[int], start: int) -> Iterator[int]:
+def prefill(model: nn.Module, cache: list[Any], tokens: list[int], start: int) -> Iterator[int]:
     """Read ``tokens[start:]`` into ``cache`` in steps, all but the last token (generation
     starts from it); after each step, yield how many of ``tokens`` the cache now holds.
 
@@ -88,8 +95,11 @@ def prefill(model: Any, cache: list[Any], tokens: list[int], start: int) -> Iter
     while start < end:
         size = min(step, end - start)
         began = time.perf_counter()
-        # wired_limit: as in stream_generate, keeps a large model resident on Metal (no-op on the CPU)
-        with wired_limit(model, [generation_stream]), mx.stream(generation_stream):
+        # wired_limit: as in stream_generate, keeps a large model resident on Metal (no-op on the
+        # CPU). Its streams are annotated as mx.Stream, yet stream_generate passes it this
+        # thread-local one too: hence list[Any].
+        streams: list[Any] = [generation_stream]
+        with wired_limit(model, streams), mx.stream(generation_stream):
             model(mx.array(tokens[start:start + size])[None], cache=cache)
             mx.eval([c.state for c in cache])
         mx.clear_cache()

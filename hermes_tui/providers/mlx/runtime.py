@@ -27,25 +27,30 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from hermes_tui.hub.resolve import CANNOT_LOAD, ModelUnavailable, resolve_model_path
+
+# Re-exported (``X as X``): part of this module's interface, read here by the chat client
+# (POLL_S), the callers that catch GenerationAborted and the benchmarks.
+from hermes_tui.providers.mlx.prefix import PREFILL_STEP_S as PREFILL_STEP_S
 from hermes_tui.providers.mlx.prefix import (
-    PREFILL_STEP_S,  # noqa: F401 - part of this module's interface (bench_cancel reads it here)
     PrefixCache,
-    common_prefix,  # noqa: F401 - part of this module's interface
     keep_prefix,
     prefill,
     reuse_prefix,
     warm_prefix,
 )
-from hermes_tui.providers.mlx.thread import (  # noqa: F401 - POLL_S re-exported: the chat client reads it here
-    POLL_S,
-    GenerationAborted,
-    MlxJob,
-    park_thread,
-    take_thread,
-)
+from hermes_tui.providers.mlx.prefix import common_prefix as common_prefix
+from hermes_tui.providers.mlx.thread import POLL_S as POLL_S
+from hermes_tui.providers.mlx.thread import Cancel, MlxJob, park_thread, take_thread
+from hermes_tui.providers.mlx.thread import GenerationAborted as GenerationAborted
+
+if TYPE_CHECKING:  # imported by the first load: MLX is slow to import
+    import mlx.nn as nn
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+T = TypeVar("T")
 
 EXIT_WAIT_S = 3.0   # at exit: how long to wait for the MLX thread to free the arrays
 
@@ -81,8 +86,8 @@ class GenerationStats:
 class LoadedModel:
     name: str
     path: Path
-    model: Any
-    tokenizer: Any
+    model: nn.Module
+    tokenizer: TokenizerWrapper
     config: dict[str, Any]
     prefixes: dict[str, PrefixCache] = field(default_factory=dict)
 
@@ -193,7 +198,7 @@ class MlxRuntime:
         with self._models_lock:
             return self._models.setdefault(path, loaded)
 
-    def _call(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
+    def _call(self, fn: Callable[[], T], *, timeout: float | None = None) -> T:
         deadline = time.perf_counter() + timeout if timeout else None
         return self._mlx.submit(MlxJob(self._mlx, fn, deadline=deadline, timeout=timeout)).result()
 
@@ -202,7 +207,9 @@ class MlxRuntime:
         from mlx_lm import load
 
         try:
-            model, tokenizer, config = load(str(path), return_config=True)
+            # With return_config the config comes third (mlx_lm types both shapes as one union).
+            model, tokenizer, config = cast(
+                "tuple[nn.Module, TokenizerWrapper, dict[str, Any]]", load(str(path), return_config=True))
         except Exception as exc:  # noqa: BLE001 - mlx_lm raises many kinds; one clear message
             raise ModelUnavailable(
                 f"{path}: cannot load the model ({type(exc).__name__}: {exc})", kind=CANNOT_LOAD, model=str(path)
@@ -215,10 +222,7 @@ class MlxRuntime:
     def prompt_tokens(
         self, loaded: LoadedModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
     ) -> list[int]:
-        # ``tools`` reach the Hugging Face template, which renders them its own way.
-        extra = {"tools": tools} if tools else {}
-        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra)
-        return list(loaded.tokenizer.encode(text, add_special_tokens=False))
+        return _template_tokens(loaded, messages, tools, add_generation_prompt=True)
 
     def generate(self, loaded: LoadedModel, messages: list[dict[str, Any]], **options: Any) -> GenerationStats:
         """Run one generation and wait for it: ``start_generation(...).result()`` (same options).
@@ -238,11 +242,11 @@ class MlxRuntime:
         cache_key: str | None = None,
         stop: list[str] | None = None,
         timeout: float | None = None,
-        cancel: threading.Event | None = None,
+        cancel: Cancel | None = None,
         on_text: Callable[[str], None] | None = None,
         on_done: Callable[[], None] | None = None,
         tools: list[dict[str, Any]] | None = None,
-    ) -> MlxJob:
+    ) -> MlxJob[GenerationStats]:
         """Queue one generation and return its job (``result()`` waits for it).
 
         ``on_text`` receives each text segment as it is decoded (on the MLX thread);
@@ -264,16 +268,17 @@ class MlxRuntime:
     def start_warm(
         self, loaded: LoadedModel, messages: list[dict[str, Any]], *, cache_key: str,
         tools: list[dict[str, Any]] | None = None,
-    ) -> MlxJob:
+    ) -> MlxJob[tuple[int, int]]:
         """Queue reading ``messages`` into ``cache_key``'s prefix cache (after a compaction
         splice: the next request's start), so that request prefills only what is new. The
         job's result: (tokens reused, tokens read)."""
-        extra = {"tools": tools} if tools else {}
-        text = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **extra)
-        tokens = list(loaded.tokenizer.encode(text, add_special_tokens=False))
+        tokens = _template_tokens(loaded, messages, tools, add_generation_prompt=False)
         return self._mlx.submit(MlxJob(self._mlx, lambda: warm_prefix(loaded, cache_key, tokens)))
 
-    def _generate_now(self, loaded, tokens, max_tokens, cache_key, stop, deadline, cancel, on_text, started):
+    def _generate_now(
+        self, loaded: LoadedModel, tokens: list[int], max_tokens: int, cache_key: str | None, stop: list[str] | None,
+        deadline: float | None, cancel: Cancel | None, on_text: Callable[[str], None] | None, started: float,
+    ) -> GenerationStats:
         import mlx.core as mx
         from mlx_lm import stream_generate
 
@@ -330,6 +335,19 @@ class MlxRuntime:
             peak_memory_gb=response.peak_memory if response else 0.0,
             duration_s=time.perf_counter() - started,
         )
+
+
+def _template_tokens(
+    loaded: LoadedModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+    add_generation_prompt: bool,
+) -> list[int]:
+    """``messages`` as the model's chat template renders them, in tokens."""
+    # ``tools`` reach the Hugging Face template, which renders them its own way.
+    extra = {"tools": tools} if tools else {}
+    text = loaded.tokenizer.apply_chat_template(  # type: ignore[no-untyped-call]  # mlx_lm leaves it unannotated
+        messages, add_generation_prompt=add_generation_prompt, tokenize=False, **extra)
+    return list(loaded.tokenizer.encode(text, add_special_tokens=False))
+
 
 def _stop_at(text: str, stop: list[str]) -> int | None:
     positions = [text.find(s) for s in stop if s and s in text]

@@ -13,7 +13,7 @@ from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.compaction.summarizer import Completion, SummarizerError
 from hermes_tui.core.failures import TIMEOUT, UNAVAILABLE
 from hermes_tui.hub.resolve import ModelUnavailable
-from hermes_tui.providers.mlx.runtime import GenerationAborted, MlxRuntime
+from hermes_tui.providers.mlx.runtime import GenerationAborted, GenerationStats, MlxRuntime
 
 CACHE_KEY = "compression"
 TIMEOUT_CONFIG_KEY = "auxiliary.compression.timeout"  # named in the TIMEOUT message
@@ -26,7 +26,7 @@ class MlxSummarizer:
         self.speed = ModelSpeed()  # learnt from the calls, kept per speed_key (compaction.sizing)
         self.timeout = timeout
         self.runtime = runtime or MlxRuntime.shared()
-        self.last_stats = None  # GenerationStats of the last call, for benchmarks
+        self.last_stats: GenerationStats | None = None  # the last call's, for benchmarks
 
     def complete(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Completion:
         """One generation; ``timeout`` is a deadline for the whole call: waiting for the

@@ -13,11 +13,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 THREAD_NAME = "hermes-mlx"
 POLL_S = 0.05       # how often a caller whose job waits in the queue looks at its cancel event
 _QUEUED, _RUNNING, _DONE = "queued", "running", "done"
+
+T = TypeVar("T")
+
+
+class Cancel(Protocol):
+    """What a job's cancel can be: anything with ``is_set()`` (a ``threading.Event``)."""
+
+    def is_set(self) -> bool: ...
 
 
 class GenerationAborted(Exception):
@@ -35,7 +43,7 @@ class GenerationAborted(Exception):
         self.prompt_tokens_processed: int | None = None
 
 
-class MlxJob:
+class MlxJob(Generic[T]):
     """One piece of work queued for a runtime's MLX thread: a handle to wait on.
 
     A job still in the queue when its ``cancel`` is set or its deadline passes is
@@ -44,19 +52,19 @@ class MlxJob:
     """
 
     def __init__(
-        self, worker: MlxThread, fn: Callable[[], Any], *, generation: bool = False,
-        cancel: Any = None, deadline: float | None = None, timeout: float | None = None,
+        self, worker: MlxThread, fn: Callable[[], T], *, generation: bool = False,
+        cancel: Cancel | None = None, deadline: float | None = None, timeout: float | None = None,
         on_done: Callable[[], None] | None = None,
     ) -> None:
         self._worker = worker
-        self._fn = fn
+        self._fn: Callable[[], T] | None = fn
         self.generation = generation  # counted in ``waiting`` while queued
-        self.cancel = cancel          # anything with ``is_set()``
+        self.cancel = cancel
         self.deadline = deadline      # time.perf_counter() value
         self.timeout = timeout
         self.on_done = on_done        # called once, when the job ends (on whichever thread ends it)
         self.state = _QUEUED
-        self.value: Any = None
+        self.value: T | None = None
         self.error: BaseException | None = None
         self.done = threading.Event()
 
@@ -83,15 +91,17 @@ class MlxJob:
             self.done.wait(step)
         return True
 
-    def result(self) -> Any:
+    def result(self) -> T:
         """Wait for the job; its return value, or the exception it raised."""
         self.wait()
         if self.error is not None:
             raise self.error
-        return self.value
+        return cast(T, self.value)  # no error: ``_run`` returned, and set the value
 
     def _run(self) -> None:
         try:
+            if self._fn is None:
+                raise RuntimeError("an MLX job runs once")
             self.value = self._fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
             self.error = exc
@@ -124,9 +134,9 @@ class MlxThread:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.wakeup = threading.Condition(self.lock)
-        self.queue: deque[MlxJob] = deque()
+        self.queue: deque[MlxJob[Any]] = deque()
         self.thread: threading.Thread | None = None
-        self.current: MlxJob | None = None
+        self.current: MlxJob[Any] | None = None
         self.waiting = 0       # generations in the queue
         self.closing = False   # at exit: the running generation stops, new jobs are refused
 
@@ -136,7 +146,7 @@ class MlxThread:
     def alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
 
-    def submit(self, job: MlxJob, *, at_exit: bool = False) -> MlxJob:
+    def submit(self, job: MlxJob[T], *, at_exit: bool = False) -> MlxJob[T]:
         if self.on_thread():  # asked from a job (e.g. from on_text): run it now, not behind itself
             job.state = _RUNNING
             job._run()
@@ -154,7 +164,7 @@ class MlxThread:
             self.wakeup.notify()
         return job
 
-    def drop(self, job: MlxJob, error: BaseException) -> None:
+    def drop(self, job: MlxJob[Any], error: BaseException) -> None:
         """End a job that is still queued, with ``error``; nothing if it has started."""
         with self.lock:
             if job.state != _QUEUED:

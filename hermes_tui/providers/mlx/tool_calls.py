@@ -17,10 +17,19 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from hermes_tui.chat.client import ChatDelta, ChatToolDelta, tool_call
 from hermes_tui.util.untrusted import InputError, load_json
+
+if TYPE_CHECKING:  # imported by the first load: MLX is slow to import
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+# mlx-lm leaves TextStateMachine unannotated. Its state is an opaque tuple; the text it splits
+# comes back as (state name, text) segments, the state name None for text held back.
+_State = Any
+_Segment = tuple[str | None, str]
 
 _NORMAL, _TOOL = "normal", "tool"
 # A name in a call the parser could not read: `"name": "x"` (JSON formats) or `x[ARGS]` (Mistral).
@@ -43,17 +52,17 @@ class ToolCallSplitter:
     format.
     """
 
-    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, tokenizer: TokenizerWrapper, tools: list[dict[str, Any]] | None = None) -> None:
         from mlx_lm.generate import TextStateMachine
 
         start, end = tokenizer.tool_call_start, tokenizer.tool_call_end
-        self._machine = TextStateMachine(transitions={
+        self._machine = TextStateMachine(transitions={  # type: ignore[no-untyped-call]  # see _State
             _NORMAL: [(start, _TOOL)],
             _TOOL: [(end, _NORMAL)] if end else [],
         })
-        self._split = TextStateMachine.split
-        self._flush = TextStateMachine.flush
-        self._state = self._machine.make_state(_NORMAL)
+        self._split: Callable[[_State, str], tuple[_State, list[_Segment]]] = TextStateMachine.split
+        self._flush: Callable[[_State], tuple[_State, str, str | None]] = TextStateMachine.flush
+        self._state: _State = self._machine.make_state(_NORMAL)  # type: ignore[no-untyped-call]  # see _State
         self._parser = tokenizer.tool_parser
         self._tools = tools
         self._in_call = False

@@ -29,7 +29,11 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported by the first call (``SdkClient.get``): it is slow to import
+    import openai
 
 TIMED_OUT = "timeout"
 CANCELLED = "cancelled"
@@ -40,13 +44,16 @@ CANCEL_POLL_S = 0.1
 _current = threading.local()
 
 
-def http_core() -> Any:
+def http_core() -> ModuleType:
     """The HTTP library under the openai SDK: httpx2's httpcore2 from openai 3 on. Imported
     by the first call, like the SDK: the app's first frame does not wait for it."""
-    try:
+    if TYPE_CHECKING:  # checked against httpcore2, the library of the openai SDK installed
         import httpcore2 as core
-    except ImportError:  # pragma: no cover - an older openai
-        import httpcore as core
+    else:
+        try:
+            import httpcore2 as core
+        except ImportError:  # pragma: no cover - an older openai
+            import httpcore as core
     return core
 
 
@@ -119,16 +126,21 @@ class SdkClient:
     """
 
     def __init__(self, base_url: str, api_key: str, timeout: float):
-        self._settings = {"base_url": base_url, "api_key": api_key, "timeout": timeout}
-        self._client: Any = None
+        self._base_url = base_url
+        self._api_key = api_key
+        self._timeout = timeout
+        self._client: openai.OpenAI | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> Any:
+    def get(self) -> openai.OpenAI:
         with self._lock:
             if self._client is None:
                 import openai
 
                 from hermes_tui.providers.openai.transport import http_client
 
-                self._client = openai.OpenAI(**self._settings, max_retries=0, http_client=http_client(limits))
+                self._client = openai.OpenAI(
+                    base_url=self._base_url, api_key=self._api_key, timeout=self._timeout, max_retries=0,
+                    http_client=http_client(limits),
+                )
             return self._client

@@ -53,6 +53,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported by the first call (providers.openai.call_limits.SdkClient): it is slow to import
+    import httpx2
     import openai
 
 from hermes_tui.chat.client import (
@@ -96,6 +97,8 @@ class OpenAIChatClient(ChatClient):
     sampling to the server's default. ``max_tokens`` (``model.max_tokens``) caps a reply
     when a call names no cap.
     """
+
+    supports_tools: bool  # turns False when the endpoint refuses a request with tools
 
     def __init__(
         self,
@@ -185,7 +188,7 @@ class OpenAIChatClient(ChatClient):
         finally:
             response.close()
 
-    def _send(self, params: dict[str, Any], limits: CallLimits):
+    def _send(self, params: dict[str, Any], limits: CallLimits) -> httpx2.Response:
         """Send the request; return the HTTP response (headers read, body unread)."""
         client = self._sdk.get()  # the SDK is imported by then: the except clause names it
         import openai

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hermes_tui.providers.context_limit import ContextLimit, as_tokens
@@ -108,7 +108,9 @@ def _same_model(a: str, b: str) -> bool:
     return False
 
 
-def _find_entry(entries: Any, model: str, id_keys: tuple[str, ...] = ("id", "name", "model", "key")) -> Mapping | None:
+def _find_entry(
+    entries: Any, model: str, id_keys: tuple[str, ...] = ("id", "name", "model", "key"),
+) -> Mapping[str, Any] | None:
     """The entry for ``model``; the only entry when there is one and no name matches."""
     if not isinstance(entries, list):
         return None
@@ -246,7 +248,9 @@ def probe_server(
             served, trained = _limit_from_entry(entry)
             if served:
                 return ContextLimit(served, "server")
-        probes = [lambda: _probe_llama_cpp_props(root, api_key=api_key, timeout=timeout)]
+        probes: list[Callable[[], int | None]] = [
+            lambda: _probe_llama_cpp_props(root, api_key=api_key, timeout=timeout),
+        ]
         if not trained:  # n_ctx_train means llama.cpp: the other servers need not be asked
             probes += [
                 lambda: _probe_lm_studio(root, model, api_key=api_key, timeout=timeout),

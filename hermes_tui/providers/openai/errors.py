@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: the callers import it when they call
+    import httpx2
     import openai
 
+from hermes_tui.chat.client import Overflow
 from hermes_tui.core.failures import CONTEXT_EXCEEDED, HTTP_4XX, HTTP_5XX, MALFORMED, REFUSED
 
-from .overflow import Overflow, recognise
+from .overflow import recognise
 
 # How much of a server's error text goes into a one-line message.
 MAX_ERROR_TEXT = 160
@@ -42,7 +44,7 @@ class Endpoint:
     base_url_key: str = "base_url"  # how hints name the base URL key
 
 
-def post_chat_completions(client: openai.OpenAI, body: dict[str, Any], *, stream: bool) -> Any:
+def post_chat_completions(client: openai.OpenAI, body: dict[str, Any], *, stream: bool) -> httpx2.Response:
     """``POST {base_url}/chat/completions`` with ``body`` as it is; the HTTP response.
 
     ``stream``: the response comes back once its headers are read, its body unread (the
@@ -58,10 +60,13 @@ def post_chat_completions(client: openai.OpenAI, body: dict[str, Any], *, stream
     This is the SDK's documented way to send a request it does not type
     (``client.post(path, cast_to=Response, body=...)``).
     """
-    try:  # the openai SDK's HTTP library: httpx2 from openai 3 on, httpx before
+    if TYPE_CHECKING:  # checked against httpx2, the library of the openai SDK installed
         import httpx2 as _http
-    except ImportError:  # pragma: no cover - an older openai
-        import httpx as _http
+    else:
+        try:  # the openai SDK's HTTP library: httpx2 from openai 3 on, httpx before
+            import httpx2 as _http
+        except ImportError:  # pragma: no cover - an older openai
+            import httpx as _http
 
     return client.post("/chat/completions", cast_to=_http.Response, body=body, stream=stream)
 

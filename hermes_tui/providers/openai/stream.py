@@ -26,7 +26,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the openai SDK's HTTP library, imported with it by the first call
+    import httpx2
 
 from hermes_tui.chat.client import (
     CANCELLED,
@@ -81,7 +84,7 @@ class StreamReader:
         self.timeout = timeout
 
     def read(
-        self, http: Any, started: float, limits: CallLimits
+        self, http: httpx2.Response, started: float, limits: CallLimits
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         """Read the event stream of ``http`` (an httpx response whose body is unread).
 
@@ -295,7 +298,7 @@ class StreamReader:
         )
 
 
-def _sample(http: Any) -> str:
+def _sample(http: httpx2.Response) -> str:
     """The start of a body that is not an event stream, for the error message."""
     sample = b""
     try:
@@ -312,7 +315,8 @@ def _sample(http: Any) -> str:
         return text
     if isinstance(body, dict) and body.get("error"):
         error = body["error"]
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]  # whole: an overflow's figures are in it
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):
+            return message  # whole: an overflow's figures are in it
         return error_text(error) or text
     return text

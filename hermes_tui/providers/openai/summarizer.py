@@ -171,12 +171,14 @@ class OpenAISummarizer:
             finish = choice.get("finish_reason")
             raise self._malformed(f"a choice with no text (finish_reason={finish!r})")
 
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        usage = body.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         finish_reason = choice.get("finish_reason")
         # llama.cpp's server says how fast it read and wrote (its "timings"); others do not.
-        timings = body.get("timings") if isinstance(body.get("timings"), dict) else {}
+        timings = body.get("timings")
+        timings = timings if isinstance(timings, dict) else {}
         return Completion(
             text=model_text([content]),
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,

@@ -32,7 +32,8 @@ class ToolCallAssembler:
 
     def add(self, piece: dict[str, Any]) -> ChatToolDelta:
         call_id = piece.get("id") if isinstance(piece.get("id"), str) and piece.get("id") else None
-        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        function = piece.get("function")
+        function = function if isinstance(function, dict) else {}
         name = function.get("name") if isinstance(function.get("name"), str) else None
         arguments = function.get("arguments")
         if arguments is None:

@@ -8,24 +8,39 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
-try:  # the HTTP library under the openai SDK: httpx2 (httpcore2) from openai 3 on
+if TYPE_CHECKING:  # checked against httpx2, the library of the openai SDK installed
+    import ssl
+
     import httpcore2 as _core
     import httpx2 as _httpx
-except ImportError:  # pragma: no cover - an older openai
-    import httpcore as _core
-    import httpx as _httpx
+else:
+    try:  # the HTTP library under the openai SDK: httpx2 (httpcore2) from openai 3 on
+        import httpcore2 as _core
+        import httpx2 as _httpx
+    except ImportError:  # pragma: no cover - an older openai
+        import httpcore as _core
+        import httpx as _httpx
 
-Limits = Callable[[], Any]  # the calling thread's CallLimits, or None
+
+class StepLimits(Protocol):
+    """What a connection asks of ``call_limits.CallLimits`` (which imports this module)."""
+
+    def next_wait(self, idle_end: float | None) -> float | None: ...
+    def clamp(self, timeout: float | None) -> float | None: ...
+    def note_timeout(self) -> None: ...
+
+
+Limits = Callable[[], StepLimits | None]  # the calling thread's CallLimits, or None
 log = logging.getLogger("hermes_tui.providers.openai.call_limits")
 
 
 class _LimitedStream(_core.NetworkStream):
     """A connection whose reads and writes obey the calling thread's ``CallLimits``."""
 
-    def __init__(self, inner: Any, limits: Limits) -> None:
+    def __init__(self, inner: _core.NetworkStream, limits: Limits) -> None:
         self._inner = inner
         self._limits = limits
 
@@ -53,7 +68,9 @@ class _LimitedStream(_core.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None,
+    ) -> _LimitedStream:
         limits = self._limits()
         if limits is not None:
             timeout = limits.clamp(timeout)
@@ -71,18 +88,20 @@ class _LimitedStream(_core.NetworkStream):
 class _LimitedBackend(_core.NetworkBackend):
     """Opens connections as the wrapped backend does, each one a ``_LimitedStream``."""
 
-    def __init__(self, inner: Any, limits: Limits) -> None:
+    def __init__(self, inner: _core.NetworkBackend, limits: Limits) -> None:
         self._inner = inner
         self._limits = limits
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> _LimitedStream:
+                    socket_options: Iterable[_core.SOCKET_OPTION] | None = None) -> _LimitedStream:
         return self._connect(lambda t: self._inner.connect_tcp(host, port, t, local_address, socket_options), timeout)
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> _LimitedStream:
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[_core.SOCKET_OPTION] | None = None,
+    ) -> _LimitedStream:
         return self._connect(lambda t: self._inner.connect_unix_socket(path, t, socket_options), timeout)
 
-    def _connect(self, connect: Any, timeout: float | None) -> _LimitedStream:
+    def _connect(self, connect: Callable[[float | None], _core.NetworkStream], timeout: float | None) -> _LimitedStream:
         limits = self._limits()
         if limits is not None:
             timeout = limits.clamp(timeout)
@@ -97,11 +116,11 @@ class _LimitedBackend(_core.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-_ssl_context: Any = None
+_ssl_context: ssl.SSLContext | None = None
 _ssl_lock = threading.Lock()
 
 
-def shared_ssl_context() -> Any:
+def shared_ssl_context() -> ssl.SSLContext:
     """The one TLS context of this process's clients: httpx's default (the system's or
     SSL_CERT_FILE's certificates), made once. Loading the certificates holds the interpreter
     lock for 20-40 ms; made per client, that landed on the first request of each (the chat's,
@@ -113,7 +132,7 @@ def shared_ssl_context() -> Any:
         return _ssl_context
 
 
-def http_client(limits: Limits) -> Any:
+def http_client(limits: Limits) -> _httpx.Client:
     """The SDK's default HTTP client (its limits, redirects, proxies from the environment),
     its connections opened through ``_LimitedBackend``."""
     import openai
@@ -124,7 +143,7 @@ def http_client(limits: Limits) -> Any:
     for transport in [client._transport, *client._mounts.values()]:
         pool = getattr(transport, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
-        if backend is None:
+        if pool is None or backend is None:
             if transport is not None:
                 log.warning("%s has no network backend to wrap: timeouts bound each read, not the call",
                             type(transport).__name__)
