@@ -81,7 +81,7 @@ class PassContext:
     # The compression model's speeds, learnt from its calls, and the time a call may take:
     # defrag and batch take their input in pieces the model finishes in time (sizing.py).
     # None: the summarizer's (``sizing.speed_for``).
-    speed: ModelSpeed = None  # type: ignore[assignment]
+    speed: ModelSpeed = None  # type: ignore[assignment]  # None only until __post_init__ sets the summarizer's
     timeout_s: float = AuxiliaryCompressionConfig().timeout
 
     def __post_init__(self) -> None:
