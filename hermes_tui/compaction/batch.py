@@ -17,9 +17,10 @@ still fails when what it writes does not shrink the context.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from hermes_tui.compaction import checks, notes, user_floor
-from hermes_tui.compaction.markers import read_marker
+from hermes_tui.compaction.markers import MarkerSummary, read_marker
 from hermes_tui.compaction.micro import PassContext, floor_meta, generation_budget
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
@@ -47,7 +48,7 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     started = time.perf_counter()
     head = head_end(messages, ctx.settings.protect_first_n)
     tail = tail_start(messages, ctx.counter, ctx.window.tail_token_budget)
-    read = {i: marker for i, m in enumerate(messages) if (marker := read_marker(m)) is not None}
+    read = {i: found for i, m in enumerate(messages) if (found := read_marker(m)) is not None}
     markers = sorted(read)
     # User messages outside the floor are folded too, and quoted while they fit (user_floor).
     fold, absorb = _foldable(messages, head, tail, read, ctx, ctx.user_floor_tokens)
@@ -63,7 +64,7 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     folded = [messages[i] for i in sorted(fold)]
     carried = tuple(quote for i in markers for quote in read[i].quotes)
     quotes = user_floor.fit(carried + tuple(user_floor.quotes_of(folded)), ctx.quote_budget_tokens, ctx.counter)
-    stats: dict = {
+    stats: dict[str, Any] = {
         "absorbed_tokens": count_messages(ctx.counter, [messages[i] for i in absorb]), "summarizer_calls": 0,
         "users_folded": len(folded),
     }
@@ -153,7 +154,7 @@ def _with_notes(summary: str, chunk: list[Message]) -> str:
 
 
 def _foldable(
-    messages: list[Message], head: int, tail: int, read: dict, ctx: PassContext, floor_tokens: int
+    messages: list[Message], head: int, tail: int, read: dict[int, MarkerSummary], ctx: PassContext, floor_tokens: int
 ) -> tuple[set[int], list[int]]:
     """The user messages outside a floor of ``floor_tokens``, and every index to absorb."""
     fold = set(user_floor.foldable_users(messages, head, tail, ctx.counter, floor_tokens))
@@ -180,6 +181,6 @@ def _chunks(messages: list[Message], indices: list[int], ctx: PassContext, size:
     return chunks
 
 
-def _timed(stats: dict, started: float) -> dict:
+def _timed(stats: dict[str, Any], started: float) -> dict[str, Any]:
     stats["duration_ms"] = round((time.perf_counter() - started) * 1000)
     return stats

@@ -53,7 +53,7 @@ from hermes_tui.compaction.trim import TRIM, TRIMMED, TrimResult, plan_trim
 from hermes_tui.compaction.window import head_end
 from hermes_tui.config import CompressionConfig
 from hermes_tui.core.conversation import Conversation, StaleSplice
-from hermes_tui.core.tokens import count_message, count_messages
+from hermes_tui.core.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.core.transcript import BATCH, MICRO, Message
 
 log = logging.getLogger("hermes_tui.compaction")
@@ -108,7 +108,7 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def counted_state(result: PassResult, counter) -> MicroState:
+def counted_state(result: PassResult, counter: TokenCounter) -> MicroState:
     """The state a published ``result`` leaves: its own, with the pass and the tokens its
     splice saved counted (the marker carries the running total)."""
     state = result.state
@@ -232,6 +232,7 @@ class Compactor:
         if trimmed is not None:
             if publish_trim is None or not publish_trim(trimmed):
                 results.append(trimmed)
+            assert trimmed.replacement is not None  # a trim plan always carries one (compaction.trim)
             work.apply(trimmed.replacement)
         trims_planned = len(results)
         while decision.down_to is None or work.total_tokens > decision.down_to:
@@ -278,7 +279,7 @@ class Compactor:
         """Batch compaction now (threshold crossed, or ``/compact``)."""
         return self._run(BATCH, conv, persist, lambda: plan_batch(list(conv.messages), self.state, self.ctx, focus))
 
-    def _run(self, kind: str, conv: Conversation, persist: Persist | None, plan) -> PassReport:
+    def _run(self, kind: str, conv: Conversation, persist: Persist | None, plan: Callable[[], PassResult]) -> PassReport:
         started = time.perf_counter()
         epoch = conv.epoch
         try:

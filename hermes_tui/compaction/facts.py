@@ -218,7 +218,7 @@ def _clean(facts: Iterable[Fact]) -> list[Fact]:
     return out
 
 
-def valid_facts(facts: Iterable) -> list[Fact]:
+def valid_facts(facts: Iterable[object]) -> list[Fact]:
     """The ``(kind, value)`` pairs of ``facts`` that may enter the section, without repeats.
 
     For facts from anywhere but this exchange's extraction: a marker's metadata (an

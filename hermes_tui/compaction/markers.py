@@ -120,7 +120,7 @@ def _quoted(raw_quotes: Any, raw: str) -> tuple[tuple[user_floor.Quote, ...], st
     list exactly are no section: the whole text is then checked as it is."""
     quotes = user_floor.read_quotes(raw_quotes, raw)
     checked = user_floor.checked_quotes(quotes) if quotes else None
-    if not checked or len(raw) > MAX_SUMMARY_CHARS:
+    if not quotes or not checked or len(raw) > MAX_SUMMARY_CHARS:
         return (), _checked(raw)
     rest = _checked(user_floor.without_section(raw, quotes))
     return (checked, None) if rest is None else (checked, user_floor.compose(checked, rest))

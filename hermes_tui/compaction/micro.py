@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from hermes_tui.compaction import checks, facts, notes, prompts, user_floor
 from hermes_tui.compaction.markers import is_marker
@@ -40,7 +42,7 @@ from hermes_tui.compaction.state import (
     normalize_cursor,
     recover_state,
 )
-from hermes_tui.compaction.summarizer import Summarizer, SummarizerError, runs_a_model
+from hermes_tui.compaction.summarizer import Completion, Summarizer, SummarizerError, runs_a_model
 from hermes_tui.compaction.summary_request import SummaryRequest, failure_detail, run_summarizer
 from hermes_tui.compaction.window import ContextWindow, head_end, tail_start
 from hermes_tui.config import AuxiliaryCompressionConfig, CompressionConfig
@@ -79,7 +81,7 @@ class PassContext:
     # The compression model's speeds, learnt from its calls, and the time a call may take:
     # defrag and batch take their input in pieces the model finishes in time (sizing.py).
     # None: the summarizer's (``sizing.speed_for``).
-    speed: ModelSpeed = None  # type: ignore[assignment]
+    speed: ModelSpeed = None  # type: ignore[assignment]  # None only until __post_init__ sets the summarizer's
     timeout_s: float = AuxiliaryCompressionConfig().timeout
 
     def __post_init__(self) -> None:
@@ -172,7 +174,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     exchange_tokens = count_messages(ctx.counter, exchange)
     # The quotes' section is the engine's: it is kept as it is, so it is not replaced.
     replaced_tokens = exchange_tokens + state.summary_tokens - user_floor.section_tokens(ctx.counter, state.quotes)
-    stats: dict = {"cursor": cursor, "exchange_tokens": exchange_tokens}
+    stats: dict[str, Any] = {"cursor": cursor, "exchange_tokens": exchange_tokens}
     # A first pass also pays for the marker's scaffolding: a summary that, with it, is larger
     # than what it replaces would make the context grow, and is rejected like any grown one.
     scaffold = 0 if state.marker_id else _scaffold_tokens(ctx)
@@ -183,7 +185,8 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     # A merge reply replaces what the model was given, the body and the exchange; the Facts
     # section it never saw is the guard's, fitted below into what the pass may spend.
     given_tokens = exchange_tokens + ctx.counter.count_text(body)
-    reply, problems = None, []
+    reply: _Reply | None = None
+    problems: list[str] = []
     # A model that misread the task answers the same request the same way: the second try
     # asks more strictly for less (and a pass that failed before starts there). A step too
     # small for notes to save anything gets its deterministic notes without a model call.
@@ -244,14 +247,14 @@ class _Reply:
     it is rejected (None when it is not)."""
 
     body: str
-    facts: list
+    facts: list[facts.Fact]
     tokens: int
     problem: str | None
 
 
 def _ask(
     ctx: PassContext, state: MicroState, body: str, redacted: list[Message], exchange_tokens: int,
-    replaced_tokens: int, scaffold: int, *, strict: bool, stats: dict,
+    replaced_tokens: int, scaffold: int, *, strict: bool, stats: dict[str, Any],
 ) -> _Reply:
     """One call of the model on the exchange, and its answer judged."""
     append = ctx.settings.micro_compact_mode == APPEND
@@ -276,7 +279,7 @@ def _fallback(ctx: PassContext, body: str, redacted: list[Message], room_tokens:
 
 
 def _read_reply(
-    ctx: PassContext, completion, body: str, *, exchange_tokens: int, replaced_tokens: int, source: str = "",
+    ctx: PassContext, completion: Completion, body: str, *, exchange_tokens: int, replaced_tokens: int, source: str = "",
     facts_lacking: bool = False,
 ) -> _Reply:
     """What a reply gives and whether it is rejected.
@@ -320,7 +323,8 @@ def _split(ctx: PassContext, text: str) -> tuple[str, list[facts.Fact]]:
 
 
 def _guard(
-    ctx: PassContext, body: str, carried, model_facts, absorbed: list[Message], limit_tokens: int
+    ctx: PassContext, body: str, carried: Iterable[facts.Fact], model_facts: Iterable[facts.Fact], absorbed: list[Message],
+    limit_tokens: int,
 ) -> tuple[str, list[facts.Fact]]:
     """The summary with its Facts section: the facts of ``absorbed`` (and those carried
     over) that ``body`` does not hold, newest first within the budget and ``limit_tokens``."""
@@ -346,7 +350,7 @@ def _facts_oldest_first(messages: list[Message]) -> list[facts.Fact]:
     return [fact for group in groups for fact in reversed(facts.extract_facts(group))]
 
 
-def _fact_stats(ctx: PassContext, state: MicroState, kept: list[facts.Fact]) -> dict:
+def _fact_stats(ctx: PassContext, state: MicroState, kept: list[facts.Fact]) -> dict[str, int]:
     if not ctx.settings.fact_guard:
         return {}
     before = {value for _, value in state.facts}
@@ -381,7 +385,7 @@ def _defrag(
     fold &= set(middle)
     middle_messages = [messages[i] for i in middle]
     input_tokens = base_tokens + count_messages(ctx.counter, middle_messages)
-    stats = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
+    stats: dict[str, Any] = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
 
     redacted = [redact_message(m) for m in middle_messages]
     text, failed = _consolidate(ctx, state, SummaryRequest("defrag", redact(base), redacted), input_tokens, stats)
@@ -409,7 +413,7 @@ def _defrag(
 
 
 def _consolidate(
-    ctx: PassContext, state: MicroState, request: SummaryRequest, input_tokens: int, stats: dict
+    ctx: PassContext, state: MicroState, request: SummaryRequest, input_tokens: int, stats: dict[str, Any]
 ) -> tuple[str, PassResult | None]:
     """Ask for a defrag and judge it: the consolidated text, or the failed pass (with back-off,
     so a model that cannot shrink the summary does not loop on defrag)."""
@@ -471,7 +475,7 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
         spent += cost
     piece_text = "\n".join(piece)
     input_tokens = ctx.counter.count_text(piece_text)
-    stats: dict = {"cursor": state.cursor, "exchange_tokens": 0, "defrag_piece_tokens": input_tokens}
+    stats: dict[str, Any] = {"cursor": state.cursor, "exchange_tokens": 0, "defrag_piece_tokens": input_tokens}
     text, failed = _consolidate(ctx, state, SummaryRequest("defrag", redact(piece_text), []), input_tokens, stats)
     if failed is not None:
         return failed
@@ -481,6 +485,8 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
     summary = user_floor.compose(state.quotes, facts.compose(new_body, state.facts) if ctx.settings.fact_guard else new_body)
     summary_tokens = ctx.counter.count_text(summary)
     marker = _marker(summary, summary_tokens, [], state, list(state.facts), ctx)
+    # _defrag takes a piece only of a marker's summary; the marker's id is set with its index.
+    assert state.marker_index is not None and state.marker_id is not None
     splice = Splice(((state.marker_index, state.marker_id),), marker, (messages[state.marker_index],))
     new_state = _after_splice(state, splice, summary, summary_tokens, failing_id=None, failures=0)
     new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
@@ -489,7 +495,7 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
 
 
 def _failed(
-    state: MicroState, exchange: list[Message], stats: dict, reason: str, end: int, *, detail: str | None = None
+    state: MicroState, exchange: list[Message], stats: dict[str, Any], reason: str, end: int, *, detail: str | None = None
 ) -> PassResult:
     """Count a failure; the third in a row on the same exchange skips it."""
     first_id = exchange[0].id
@@ -510,18 +516,19 @@ def _never_absorbed(msg: Message) -> bool:
     return msg.role in ("user", "system") or is_marker(msg)
 
 
-def _with_old_marker(messages: list[Message], state: MicroState, indices) -> list[tuple[int, str]]:
+def _with_old_marker(messages: list[Message], state: MicroState, indices: Iterable[int]) -> list[tuple[int, str]]:
     """The indices to remove: the absorbed messages plus the marker they supersede."""
     removed = [(i, messages[i].id) for i in indices]
     if state.marker_index is not None:
+        assert state.marker_id is not None  # set with marker_index (recover_state, _after_splice, a batch)
         removed.append((state.marker_index, state.marker_id))
     return sorted(set(removed))
 
 
 def _marker(
-    summary: str, summary_tokens: int, covers: list[str], state: MicroState, kept: list, ctx: PassContext
+    summary: str, summary_tokens: int, covers: list[str], state: MicroState, kept: list[facts.Fact], ctx: PassContext
 ) -> Message:
-    extra = {
+    extra: dict[str, Any] = {
         "supersedes": state.marker_id,
         "summary_tokens": summary_tokens,
         "passes_total": state.passes_total + 1,
@@ -532,9 +539,9 @@ def _marker(
     return make_marker(MICRO, summary, covers=covers, extra=extra)
 
 
-def floor_meta(state: MicroState) -> dict:
+def floor_meta(state: MicroState) -> dict[str, Any]:
     """What a marker records of the user-message floor, so a resume finds the quotes again."""
-    meta: dict = {}
+    meta: dict[str, Any] = {}
     if state.quotes:
         meta["user_quotes"] = [list(quote) for quote in state.quotes]
     if state.users_folded_total:
@@ -542,7 +549,7 @@ def floor_meta(state: MicroState) -> dict:
     return meta
 
 
-def _after_splice(state: MicroState, splice: Splice, summary: str, summary_tokens: int, **changes) -> MicroState:
+def _after_splice(state: MicroState, splice: Splice, summary: str, summary_tokens: int, **changes: Any) -> MicroState:
     marker_index = splice.marker_index
     return state.evolve(
         cursor=marker_index + 1,
@@ -570,7 +577,7 @@ def generation_budget(ctx: PassContext, replaced_tokens: int, ratio: float = 1.0
     return budget if ctx.max_tokens_cap is None else min(budget, ctx.max_tokens_cap)
 
 
-def _usage(completion) -> dict:
+def _usage(completion: Completion) -> dict[str, Any]:
     return {
         "prompt_tokens": completion.prompt_tokens,
         "completion_tokens": completion.completion_tokens,
@@ -581,7 +588,7 @@ def _usage(completion) -> dict:
     }
 
 
-def _add_usage(stats: dict, completion) -> None:
+def _add_usage(stats: dict[str, Any], completion: Completion) -> None:
     """Add one call's usage to a pass's: a pass that asked twice cost both calls."""
     usage = _usage(completion)
     for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "summarizer_ms"):

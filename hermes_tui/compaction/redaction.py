@@ -353,12 +353,18 @@ def _keep_prefix(m: re.Match[str]) -> str | None:
     return m.group("prefix") + REDACTED
 
 
+def _found(match: re.Match[str] | None) -> str:
+    """The text of a match that cannot miss (_PEM_LEAD and _PEM_TRAIL match the empty string too)."""
+    assert match is not None
+    return match.group()
+
+
 def _pem(m: re.Match[str]) -> str | None:
     body = m.group("body")
-    lead = _PEM_LEAD.match(body).group()
+    lead = _found(_PEM_LEAD.match(body))
     if len(lead) == len(body):
         return None
-    trail = _PEM_TRAIL.search(body, len(lead)).group()
+    trail = _found(_PEM_TRAIL.search(body, len(lead)))
     return m.group("begin") + lead + REDACTED + trail + m.group("end")
 
 
@@ -366,8 +372,8 @@ def _pem_open(m: re.Match[str]) -> str | None:
     body = m.group("body")
     if not _BASE64_RUN.search(body):
         return None
-    lead = _PEM_LEAD.match(body).group()
-    trail = _PEM_TRAIL.search(body, len(lead)).group()
+    lead = _found(_PEM_LEAD.match(body))
+    trail = _found(_PEM_TRAIL.search(body, len(lead)))
     return m.group("begin") + lead + REDACTED + trail
 
 

@@ -56,7 +56,7 @@ class ModelSpeed:
     # When the speeds were last measured (Unix seconds; here or by an earlier session): what
     # the store keeps with them, and how a save knows there is something new to keep.
     measured_at: float | None = None
-    _calls: deque = field(default_factory=lambda: deque(maxlen=RECENT_CALLS), repr=False)
+    _calls: deque[tuple[int, int, float]] = field(default_factory=lambda: deque(maxlen=RECENT_CALLS), repr=False)
 
     def observe(self, prefill_tokens: int | None, generated_tokens: int | None, seconds: float,
                 prompt_tps: float | None = None, generation_tps: float | None = None) -> None:

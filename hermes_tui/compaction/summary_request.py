@@ -54,6 +54,7 @@ def run_summarizer(
     """One call; ``speed`` learns from it (or from its timing out) how fast the model is."""
     crash_point("summarizer.call")
     structured = getattr(summarizer, "summarize", None)
+    completion: Completion
     try:
         if callable(structured):
             completion = structured(request, max_tokens=max_tokens)

@@ -16,7 +16,7 @@ from typing import Any, get_args, get_origin
 import yaml
 
 from hermes_tui.config.provider_registry import PROVIDERS, SECTIONS, provider
-from hermes_tui.config.schema import Section, Setting, ValidationError
+from hermes_tui.config.schema import Problem, Section, Setting, ValidationError
 from hermes_tui.util.errors import AppError
 from hermes_tui.util.untrusted import InputError, load_yaml
 
@@ -175,7 +175,7 @@ def unknown_key_message(schema: type[Section], loc: Sequence[Any]) -> str:
     return f"unknown key (known keys here: {listing})" if listing else "unknown key"
 
 
-def _message(schema: type[Section], err: Mapping[str, Any]) -> str:
+def _message(schema: type[Section], err: Problem) -> str:
     kind, loc, value = err["type"], err["loc"], err.get("input")
     info = _field_at(schema, loc)
     got = shown_value(value)

@@ -25,14 +25,24 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, get_args, get_origin
+from typing import Any, ClassVar, Literal, Self, TypedDict, get_args, get_origin
 
-__all__ = ["Bounds", "Section", "Setting", "SettingError", "ValidationError", "field_check",
+__all__ = ["Bounds", "Problem", "Section", "Setting", "SettingError", "ValidationError", "field_check",
            "section_check", "setting"]
 
 Loc = tuple[str | int, ...]
 _MISSING: Any = object()
 _REFUSED: Any = object()  # what a refused value becomes while the checks run
+
+
+class Problem(TypedDict):
+    """One problem of a document: its kind, where (the keys and list places down to the value),
+    the message, and the value as written."""
+
+    type: str
+    loc: Loc
+    msg: str
+    input: Any
 
 
 class SettingError(Exception):
@@ -51,14 +61,14 @@ class SettingError(Exception):
 class ValidationError(ValueError):
     """Every problem a document has; ``errors()`` lists them in the order they were found."""
 
-    def __init__(self, errors: list[dict[str, Any]]):
+    def __init__(self, errors: list[Problem]):
         self._errors = errors
-        first = errors[0] if errors else {"loc": (), "msg": "invalid"}
-        where = ".".join(str(p) for p in first["loc"])
-        super().__init__(f"{where}: {first['msg']}" if where else first["msg"])
+        loc, msg = (errors[0]["loc"], errors[0]["msg"]) if errors else ((), "invalid")
+        where = ".".join(str(p) for p in loc)
+        super().__init__(f"{where}: {msg}" if where else msg)
 
-    def errors(self) -> list[dict[str, Any]]:
-        return [dict(e) for e in self._errors]
+    def errors(self) -> list[Problem]:
+        return [e.copy() for e in self._errors]
 
 
 class Bounds:
@@ -68,12 +78,13 @@ class Bounds:
         self.gt, self.ge, self.lt, self.le = gt, ge, lt, le
 
     def problem(self, value: float) -> tuple[str, str] | None:
-        for limit, kind, fails, words in (
+        limits: tuple[tuple[float | None, str, Callable[[float, float], bool], str], ...] = (
             (self.gt, "greater_than", lambda v, b: v <= b, "greater than"),
             (self.ge, "greater_than_equal", lambda v, b: v < b, "greater than or equal to"),
             (self.lt, "less_than", lambda v, b: v >= b, "less than"),
             (self.le, "less_than_equal", lambda v, b: v > b, "less than or equal to"),
-        ):
+        )
+        for limit, kind, fails, words in limits:
             if limit is not None and fails(value, limit):
                 return kind, f"Input should be {words} {limit}"
         return None
@@ -112,7 +123,7 @@ def field_check(*names: str, before: bool = False) -> Callable[[Any], Any]:
     It raises ``SettingError``; a check on a base class applies where a subclass has the field."""
 
     def mark(method: Any) -> Any:
-        function = method.__func__ if isinstance(method, classmethod) else method
+        function: Any = method.__func__ if isinstance(method, classmethod) else method
         function.__field_check__ = (names, before)
         return method
 
@@ -124,7 +135,7 @@ def section_check(*, before: bool = False) -> Callable[[Any], Any]:
     the data to check) or after every field checked out (a method of the made section)."""
 
     def mark(method: Any) -> Any:
-        function = method.__func__ if isinstance(method, classmethod) else method
+        function: Any = method.__func__ if isinstance(method, classmethod) else method
         function.__section_check__ = before
         return method
 
@@ -173,22 +184,23 @@ class Section:
         cls._field_checks, cls._section_checks = field_checks, section_checks
 
     def __init__(self, **values: Any):
-        checked = self._checked(values, (), errors := [])
-        if errors:
+        errors: list[Problem] = []
+        checked = self._checked(values, (), errors)
+        if errors or checked is None:  # None comes with a problem in errors
             raise ValidationError(errors)
         self.__dict__.update(checked.__dict__)
 
     # --- made from data -------------------------------------------------------------------
     @classmethod
-    def model_validate(cls, data: Any) -> Any:
-        errors: list[dict[str, Any]] = []
+    def model_validate(cls, data: Any) -> Self:
+        errors: list[Problem] = []
         made = cls._checked(data, (), errors)
-        if errors:
+        if errors or made is None:  # None comes with a problem in errors
             raise ValidationError(errors)
         return made
 
     @classmethod
-    def _checked(cls, data: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+    def _checked(cls, data: Any, loc: Loc, errors: list[Problem]) -> Self | None:
         """The section ``data`` makes, its problems added to ``errors`` (then None)."""
         if isinstance(data, cls):
             return data
@@ -218,7 +230,7 @@ class Section:
         return made
 
     @classmethod
-    def _field(cls, name: str, info: Setting, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+    def _field(cls, name: str, info: Setting, value: Any, loc: Loc, errors: list[Problem]) -> Any:
         value = cls._through(cls._field_checks.get((name, True), ()), value, loc, errors)
         if value is _REFUSED:
             return None
@@ -230,7 +242,7 @@ class Section:
         return None if value is _REFUSED else value
 
     @classmethod
-    def _through(cls, checks: Any, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+    def _through(cls, checks: Any, value: Any, loc: Loc, errors: list[Problem]) -> Any:
         """``value`` through each of ``checks`` in turn; ``_REFUSED`` (its problem added to
         ``errors``) when one refuses it."""
         for check in checks:
@@ -253,7 +265,7 @@ class Section:
             out[name] = _dumped(value, exclude_defaults)
         return out
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Any:
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
         """A shallow copy with ``update``'s values in place (not checked, as pydantic's)."""
         made = object.__new__(type(self))
         made.__dict__.update(self.__dict__)
@@ -263,7 +275,7 @@ class Section:
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and self.__dict__ == other.__dict__
 
-    __hash__ = None  # type: ignore[assignment] - mutable, like a dict
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a dict: no hash
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
@@ -279,7 +291,7 @@ def _dumped(value: Any, exclude_defaults: bool) -> Any:
     return value
 
 
-def _problem(kind: str, loc: Loc, message: str, value: Any) -> dict[str, Any]:
+def _problem(kind: str, loc: Loc, message: str, value: Any) -> Problem:
     return {"type": kind, "loc": loc, "msg": message, "input": value}
 
 
@@ -292,7 +304,7 @@ _SCALARS: dict[Any, tuple[str, str, Callable[[Any], bool]]] = {
 }
 
 
-def _typed(annotation: Any, value: Any, loc: Loc, errors: list[dict[str, Any]], info: Setting | None = None) -> Any:
+def _typed(annotation: Any, value: Any, loc: Loc, errors: list[Problem], info: Setting | None = None) -> Any:
     """``value`` checked against ``annotation`` (problems added to ``errors``)."""
     origin, args = get_origin(annotation), get_args(annotation)
     if origin in (typing.Union, types.UnionType):

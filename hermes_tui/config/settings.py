@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hermes_tui.config.load import read_config
 from hermes_tui.config.problems import (
@@ -54,9 +54,15 @@ __all__ = [
     "value_at",
 ]
 
-# The providers each role may name: "auto" and the registry's (config.provider_registry).
-ChatProvider = Literal[names(CHAT)]  # type: ignore[valid-type]
-CompressionProvider = Literal[names(COMPRESSION)]  # type: ignore[valid-type]
+# The providers each role may name: "auto" and the registry's (config.provider_registry). The
+# schema validates against the Literal built from the registry at import; the type checker,
+# which cannot evaluate it, sees the text it is.
+if TYPE_CHECKING:
+    ChatProvider = str
+    CompressionProvider = str
+else:
+    ChatProvider = Literal[names(CHAT)]
+    CompressionProvider = Literal[names(COMPRESSION)]
 MicroCompactMode = Literal["merge", "append"]
 CompactionPolicyName = Literal["watermark", "per_exchange", "per_turn"]
 ApprovalMode = Literal["read-only", "ask", "auto-edit", "full"]

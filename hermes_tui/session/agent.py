@@ -59,7 +59,7 @@ from hermes_tui.compaction.trim import cut
 from hermes_tui.core.transcript import Message
 from hermes_tui.session import system_prompt
 from hermes_tui.session.fit import FitListener
-from hermes_tui.session.passes import BackgroundPasses
+from hermes_tui.session.passes import BackgroundPasses, Passes
 from hermes_tui.session.session import usage_meta
 from hermes_tui.tools.approval import (
     REPEAT_LIMIT,
@@ -276,7 +276,7 @@ class AgentTurn:
     def __init__(
         self, session: Session, tools: Tools | None, *, ask: Ask | None = None,
         listener: AgentListener | None = None, max_steps: int = 25, max_tokens: int | None = None,
-        passes: BackgroundPasses | None = None,
+        passes: Passes | None = None,
     ) -> None:
         self.session = session
         self.tools = tools
@@ -284,7 +284,7 @@ class AgentTurn:
         self.listener = listener or AgentListener()
         self.max_steps = max_steps
         self.max_tokens = max_tokens
-        self.passes = passes or BackgroundPasses(session, on_published=self.listener.pass_published)
+        self.passes: Passes = passes or BackgroundPasses(session, on_published=self.listener.pass_published)
         self.calls = 0
 
     # --- the loop ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hermes_tui.compaction.engine import PassReport
 from hermes_tui.compaction.state import PassResult
@@ -28,7 +28,18 @@ if TYPE_CHECKING:
 
 log = get_logger("passes")
 
-__all__ = ["BackgroundPasses"]
+__all__ = ["BackgroundPasses", "Passes"]
+
+
+class Passes(Protocol):
+    """What an agent turn asks of its passes: ``BackgroundPasses``, or in the app the chat
+    screen's pass runner (``tui.screens.agent_bridge.ScreenPasses``)."""
+
+    @property
+    def busy(self) -> bool: ...
+    def request(self, kind: str = MICRO) -> None: ...
+    def publish_ready(self) -> PassReport | None: ...
+    def settle(self, timeout: float | None = None) -> None: ...
 
 
 class BackgroundPasses:

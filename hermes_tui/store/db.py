@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from hermes_tui.store.ownership import APPLICATION_ID, FOREIGN, Ownership, inspect
+from hermes_tui.store.ownership import APPLICATION_ID, Ownership, inspect
+from hermes_tui.store.ownership import FOREIGN as FOREIGN  # re-exported: a StoreError kind too
 from hermes_tui.store.schema import SCHEMA_VERSION, migrate, user_version
 from hermes_tui.util import paths
 from hermes_tui.util.errors import AppError

@@ -65,7 +65,7 @@ log = get_logger("tui")
 NEW_CHAT = ("Start a new chat", "new")
 
 
-class HermesApp(App):
+class HermesApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "hermes-tui"
     COMMANDS = App.COMMANDS | {SlashCommandsProvider}
@@ -407,19 +407,19 @@ class HermesApp(App):
 
 # --- the screens a slash command opens by name ----------------------------------------------
 # Each screen's module is imported when it is first opened: most runs never show it.
-def _settings_screen(app: HermesApp) -> Screen:
+def _settings_screen(app: HermesApp) -> Screen[Any]:
     from hermes_tui.tui.screens.settings import SettingsScreen
 
     return SettingsScreen(app.config_path)
 
 
-def _models_screen(app: HermesApp) -> Screen:
+def _models_screen(app: HermesApp) -> Screen[Any]:
     from hermes_tui.tui.screens.models import ModelsScreen
 
     return ModelsScreen(app.config_path)
 
 
-def _tools_screen(app: HermesApp) -> Screen | None:
+def _tools_screen(app: HermesApp) -> Screen[Any] | None:
     """None without a chat or with no tools for it (the workspace is not a folder)."""
     from hermes_tui.tui.screens.tools import ToolsScreen
 
@@ -428,13 +428,13 @@ def _tools_screen(app: HermesApp) -> Screen | None:
     return ToolsScreen(tools) if tools is not None else None
 
 
-def _bench_screen(app: HermesApp) -> Screen:
+def _bench_screen(app: HermesApp) -> Screen[Any]:
     from hermes_tui.tui.screens.bench import BenchScreen
 
     return BenchScreen(config_path=app.config_path)  # runs are saved in app.store
 
 
-TOOL_SCREENS: dict[str, Callable[[HermesApp], Screen | None]] = {
+TOOL_SCREENS: dict[str, Callable[[HermesApp], Screen[Any] | None]] = {
     "settings": _settings_screen,
     "models": _models_screen,
     "tools": _tools_screen,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.message import Message
 
@@ -64,7 +64,7 @@ class McpApp(Protocol):
     approval_mode: Mode
 
     @property
-    def screen_stack(self) -> list[Screen]: ...
+    def screen_stack(self) -> list[Screen[Any]]: ...
     @property
     def chat_screen(self) -> ChatScreen | None: ...
     def post_message(self, message: Message) -> bool: ...
@@ -104,7 +104,11 @@ class McpHost:
         from hermes_tui.session.wiring import start_mcp
 
         post = self.app.post_message
-        self.manager = start_mcp(self.app.config, on_change=lambda state: post(McpChanged(state)))
+
+        def changed(state: ServerState) -> None:
+            post(McpChanged(state))
+
+        self.manager = start_mcp(self.app.config, on_change=changed)
 
     def _stop(self) -> None:
         """Stop the servers of the config left behind, off the UI thread (it takes seconds)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Protocol
+from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -20,8 +20,7 @@ class SlashCommandsProvider(Provider):
     """Each slash command as a command-palette entry (ctrl+p)."""
 
     def _run(self, name: str) -> None:
-        app: RunsSlashCommands = self.app  # type: ignore[assignment]
-        app.run_slash(f"/{name}")
+        cast(RunsSlashCommands, self.app).run_slash(f"/{name}")
 
     async def discover(self) -> Hits:
         for command in COMMANDS:

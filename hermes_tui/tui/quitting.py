@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from textual.app import App
 
@@ -27,7 +28,7 @@ log = get_logger("tui")
 QUIT_WAIT_S = 10.0  # a stopped reply lands in well under a second; a killed command within its grace
 
 
-async def stop_work(app: App, sessions: Iterable[Session], timeout: float = QUIT_WAIT_S) -> None:
+async def stop_work(app: App[Any], sessions: Iterable[Session], timeout: float = QUIT_WAIT_S) -> None:
     for screen in app.screen_stack:
         if isinstance(screen, ChatScreen):
             screen.action_cancel_reply()

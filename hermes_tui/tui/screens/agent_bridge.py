@@ -223,7 +223,7 @@ class ModalAsk:
     """The turn's ``ask``: the approval prompt on the event loop; the turn's thread waits for
     the answer (a stop or the screen going away answers "deny" and takes the prompt down)."""
 
-    def __init__(self, app: App, cancel: threading.Event,
+    def __init__(self, app: App[Any], cancel: threading.Event,
                  make_screen: Callable[[ApprovalRequest, str | None, str], Any]) -> None:
         self.app, self.cancel, self.make_screen = app, cancel, make_screen
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -79,6 +79,12 @@ log = get_logger("tui")
 WIDE = 120
 SHOWN_AT_START = 6          # the newest saved run of this many models is shown on opening
 HISTORY_LIMIT = 500
+
+
+class StoreHost(Protocol):
+    """The app as the screen sees it when it is given no store: the store it saves runs in."""
+
+    store: Store
 
 
 class BenchScreen(Screen[None]):
@@ -164,7 +170,7 @@ class BenchScreen(Screen[None]):
 
     @property
     def store(self) -> Store:
-        return self._store if self._store is not None else self.app.store  # type: ignore[attr-defined]
+        return self._store if self._store is not None else cast(StoreHost, self.app).store
 
     # --- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -252,7 +258,7 @@ class BenchScreen(Screen[None]):
             self.history = []
             self.status(f"Saved runs cannot be read: {exc}", error=True)
 
-    def _lock(self):
+    def _lock(self) -> AbstractContextManager[object]:
         lock = getattr(self.app, "session_lock", None)  # the app's one store connection
         return lock if lock is not None else nullcontext()
 

@@ -39,8 +39,11 @@ class BenchFinished(UIMessage):
 def run_and_report(cfg: BenchConfig, cancel: threading.Event, runtime: MlxRuntime | None,
                    post: Callable[[UIMessage], object]) -> None:
     """Run the benchmark, posting a ``BenchStep`` per pass and one ``BenchFinished``."""
+    def step(progress: BenchProgress) -> None:
+        post(BenchStep(progress))
+
     try:
-        runs = bench.run_bench(cfg, progress=lambda p: post(BenchStep(p)), cancel=cancel, runtime=runtime)
+        runs = bench.run_bench(cfg, progress=step, cancel=cancel, runtime=runtime)
     except BenchError as exc:
         post(BenchFinished([], str(exc)))
     except Exception as exc:  # a bug: logged with its traceback, shown as one line

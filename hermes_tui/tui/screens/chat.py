@@ -18,6 +18,8 @@ sent while a turn runs waits for it.
 
 from __future__ import annotations
 
+from typing import cast
+
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -27,7 +29,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hermes_tui.core.transcript import Message
+from hermes_tui.core.transcript import BATCH, Message
 from hermes_tui.session.session import Session
 from hermes_tui.store import StoreError
 from hermes_tui.tui.heap import settle_heap
@@ -46,7 +48,7 @@ from hermes_tui.tui.screens.agent_bridge import (
     TurnFailed,
     UserStored,
 )
-from hermes_tui.tui.screens.chat_compaction import BATCH, PassLanded, PassRunner, TrimLanded
+from hermes_tui.tui.screens.chat_compaction import PassLanded, PassRunner, TrimLanded
 from hermes_tui.tui.screens.chat_fit import GuardCompacted, GuardCompacting, GuardNotes
 from hermes_tui.tui.screens.chat_host import ChatHost
 from hermes_tui.tui.screens.chat_turns import TurnController
@@ -70,7 +72,7 @@ class ArchivedLoaded(UIMessage):
         self.view, self.messages, self.error = view, messages, error
 
 
-class ChatScreen(Screen):
+class ChatScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Stop"),
         Binding("ctrl+n", "slash('/new')", "New"),
@@ -92,7 +94,7 @@ class ChatScreen(Screen):
 
     @property
     def hermes(self) -> ChatHost:
-        return self.app  # type: ignore[return-value]
+        return cast(ChatHost, self.app)
 
     @property
     def busy(self) -> bool:
@@ -115,7 +117,10 @@ class ChatScreen(Screen):
         await self.messages.show(messages)
         self._spinner = self.set_interval(0.1, self._tick, pause=True)
         # Cached or configured: answers at once; else resolved in the background.
-        self.session.resolve_context_window(lambda limit: self.post_message(WindowResolved()) and None)
+        def resolved(_limit: object) -> None:
+            self.post_message(WindowResolved())
+
+        self.session.resolve_context_window(resolved)
         self.refresh_status()
         self.query_one(Composer).focus()
         # Startup's objects are there for good: out of the collector's way once it is shown.

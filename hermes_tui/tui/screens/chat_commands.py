@@ -148,7 +148,7 @@ def _last_pass_text(context: CommandContext, outcome: str | None) -> str:
     return f"{outcome}: {detail}" if outcome and detail else outcome or context.passes.last_outcome or "–"
 
 
-def _speed_text(speed: dict | None) -> str:
+def _speed_text(speed: dict[str, Any] | None) -> str:
     """What defrag and batch pieces are sized by: a pass's cost at a glance."""
     if speed is None:
         return "no model (any piece whole)"
@@ -171,10 +171,11 @@ async def switch_model(context: CommandContext, arg: str) -> None:
     """``/model NAME`` switches the chat model; ``/model`` picks it from a list. The choice
     is written to config.yaml and the app reloads its clients (as after /settings)."""
     from hermes_tui.config import ConfigError
-    from hermes_tui.providers.choices import ChoiceError, find_choice
+    from hermes_tui.providers.choices import ChoiceError, ModelChoice, find_choice
     from hermes_tui.tui.screens.model_picker import ModelPicker
 
     host, view = context.host, context.view
+    choice: ModelChoice | None
     if arg:
         try:  # scans the HF cache, may ask the endpoint: off the UI thread
             choice = await asyncio.to_thread(find_choice, arg, host.config.model, host.config_path)

@@ -91,7 +91,11 @@ class PassRunner:
     def _start(self, request: PassRequest) -> None:
         self.running = PASS if request.kind == MICRO else BATCH
         session, post = self.session, self._view.post_message
-        session.on_trim_landed = lambda report: post(TrimLanded(session, report))
+
+        def trim_landed(report: PassReport) -> None:
+            post(TrimLanded(session, report))
+
+        session.on_trim_landed = trim_landed
         session.begin_work()  # a pass still lands (its session keeps its lease) after /new
         # An app worker, not the screen's: after /new the pass still lands in its own session
         # (stored); only quitting abandons it.
@@ -151,11 +155,11 @@ class PassRunner:
 
     def _tell_failure(self, report: PassReport | None) -> None:
         """A failed pass's reason and what to change, once until a pass goes through."""
-        detail = report.detail if report is not None else None
-        if detail is None:
+        if report is None or report.detail is None:
             if report is not None and report.outcome not in FAILED_OUTCOMES:
                 self._failure_shown = None
             return
+        detail = report.detail
         if detail != self._failure_shown:
             self._failure_shown = detail
             self._view.app.notify(detail, title=f"Compaction pass failed ({report.outcome})", severity="warning",

@@ -120,7 +120,7 @@ class TurnController:
             self.session, self.tools, ask=ModalAsk(view.app, cancel, ApprovalScreen),
             listener=ScreenListener(view.post_message), max_steps=host.config.agent.max_steps,
             max_tokens=host.reply_tokens,
-            passes=ScreenPasses(view.post_message, self._passes_idle, cancel),  # type: ignore[arg-type]
+            passes=ScreenPasses(view.post_message, self._passes_idle, cancel),
         )
         view.run_worker(partial(self._run, turn, text, cancel), name="turn", group="chat", thread=True,
                         exit_on_error=False)

@@ -176,6 +176,8 @@ def setup_sections(setup: Setup) -> ComposeResult:
     offer = read_hermes_offer(setup.config)
     if offer is not None:
         yield HermesSettings(offer, id="hermes")
+    chat: hub.CatalogModel | None
+    compression: hub.CatalogModel | None
     try:
         catalog = hub.load_catalog()
         chat, compression = hub.default_chat_model(catalog), hub.default_compression_model(catalog)

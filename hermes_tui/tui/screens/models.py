@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -225,10 +225,10 @@ class ModelsScreen(Screen[Config | None]):
 
     def _pull_target(self) -> str | None:
         if self._side == "local":
-            model = self.selected_local()
-            return model.name if model is not None and model.source == "hf-cache" else None
-        model = self.selected_catalog()
-        return model.repo if model is not None else None
+            local_model = self.selected_local()
+            return local_model.name if local_model is not None and local_model.source == "hf-cache" else None
+        catalog_model = self.selected_catalog()
+        return catalog_model.repo if catalog_model is not None else None
 
     def _bench_targets(self) -> list[hub.LocalModel]:
         marked = [m for m in self.local if m.name in self.marked and m.complete]
@@ -238,7 +238,7 @@ class ModelsScreen(Screen[Config | None]):
         return [model] if model is not None and model.complete else []
 
     # --- events ------------------------------------------------------------------------
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, LocalTable):
             self._side = "local"
         elif isinstance(event.widget, CatalogTable):
@@ -273,11 +273,11 @@ class ModelsScreen(Screen[Config | None]):
     def show_detail(self) -> None:
         detail = self.query_one("#detail", Static)
         if self._side == "local":
-            model = self.selected_local()
-            detail.update(shown(local_detail(model)) if model else "")  # a folder's name and path
+            local_model = self.selected_local()
+            detail.update(shown(local_detail(local_model)) if local_model else "")  # a folder's name and path
         else:
-            model = self.selected_catalog()
-            detail.update(catalog_detail(model, self._local_named(model.repo)) if model else "")
+            catalog_model = self.selected_catalog()
+            detail.update(catalog_detail(catalog_model, self._local_named(catalog_model.repo)) if catalog_model else "")
 
     def status(self, text: str, *, error: bool = False) -> None:
         line = self.query_one("#status", Static)

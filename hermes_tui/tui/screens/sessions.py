@@ -60,7 +60,7 @@ def default_export_name(info: SessionInfo, fmt: str) -> str:
     return f"{slug or 'session'}-{info.id[:8]}{FORMATS[fmt]}"
 
 
-class SessionTable(DataTable):
+class SessionTable(DataTable[Text]):
     """The sessions (or search hits), one per row; Enter resumes the highlighted one."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Resume")]
@@ -180,7 +180,7 @@ class SessionsScreen(Screen[str | None]):
                     break
         self.refresh_bindings()
 
-    def _fill_sessions(self, table: DataTable, width: int) -> None:
+    def _fill_sessions(self, table: DataTable[Text], width: int) -> None:
         updated_width, count_width = 16, 8
         title_width = max(12, width - updated_width - count_width - 1 - 8)  # 8: cell padding
         table.add_column("", width=1, key="open")
@@ -202,7 +202,7 @@ class SessionsScreen(Screen[str | None]):
             )
             self._row_session[info.id] = info.id
 
-    def _fill_hits(self, table: DataTable, width: int, hits: list[SearchHit]) -> None:
+    def _fill_hits(self, table: DataTable[Text], width: int, hits: list[SearchHit]) -> None:
         session_width = max(12, min(32, width // 3))
         table.add_column("Session", width=session_width, key="title")
         table.add_column("Match", width=max(20, width - session_width - 4), key="match")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -262,6 +262,7 @@ class SettingsScreen(Screen[Config | None]):
         widget = self.query_one(f"#{field.widget_id}")
         if isinstance(widget, Input):
             return parsed(field, widget.value)
+        assert isinstance(widget, (Select, Switch))  # the other controls _widget makes
         return widget.value
 
     def changes(self) -> dict[str, Any]:
@@ -280,7 +281,7 @@ class SettingsScreen(Screen[Config | None]):
         return bool(self.changes())
 
     # --- events --------------------------------------------------------------------
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         widget_id = getattr(event.widget, "id", None) or ""
         field = _BY_KEY.get(widget_id.replace("--", "."))
         if field is not None:

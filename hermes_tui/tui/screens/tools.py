@@ -27,12 +27,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Static
 
-from hermes_tui.tools.approval import Action, ApprovalRequest, decide
+from hermes_tui.tools.approval import Action, ApprovalRequest, Rule, decide
 from hermes_tui.tools.base import Tool, ToolKind
-from hermes_tui.tools.mcp import McpTool, ServerState, ServerStatus
+from hermes_tui.tools.mcp import McpManager, McpTool, ServerState, ServerStatus
 from hermes_tui.tui.widgets.outside import shown, shown_cell
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class ToolsScreen(Screen[None]):
         self._shown: list[ServerState] | None = None
 
     @property
-    def mcp(self):
+    def mcp(self) -> McpManager | None:
         return self.tools.mcp
 
     def compose(self) -> ComposeResult:
@@ -130,7 +131,7 @@ class ToolsScreen(Screen[None]):
         self._show_parts()
         self.refresh_servers()
 
-    def _heading(self):
+    def _heading(self) -> Content:
         return shown(f"Tools · approval mode: {self.tools.mode.value} · workspace: {self.tools.key}")
 
     def _show_parts(self) -> None:
@@ -167,7 +168,7 @@ class ToolsScreen(Screen[None]):
         rules += [f"this session {r.action.value}: {r}" for r in self.tools.session_rules.rules(self.tools.key)]
         self.query_one("#rules", Static).update(shown("\n".join(rules) or "none (answer \"always\" to a prompt to add one)"))
 
-    def _kept_rules(self):
+    def _kept_rules(self) -> list[Rule]:
         try:
             return self.tools.rules.rules(self.tools.key)
         except Exception:  # noqa: BLE001 - an unreadable database: the screen still shows the rest

@@ -4,6 +4,7 @@ in eighths of a cell and a sparkline per run) and the saved runs, drawn from ``B
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,6 +17,9 @@ from hermes_tui.analysis.bench_results import BenchRun, is_success
 from hermes_tui.hub.units import format_bytes
 from hermes_tui.tui.widgets.outside import shown, shown_cell
 from hermes_tui.tui.widgets.text import human_time
+
+if TYPE_CHECKING:
+    from hermes_tui.hub import LocalModel
 
 __all__ = ["ChartRow", "DurationBar", "HistoryTable", "fill_chart", "fill_history", "fill_results", "model_choices",
            "model_label"]
@@ -52,7 +56,7 @@ class DurationBar(Widget):
     }
     """
 
-    def __init__(self, value: float, maximum: float, **kwargs) -> None:
+    def __init__(self, value: float, maximum: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.value, self.maximum = value, maximum
 
@@ -88,11 +92,11 @@ class ChartRow(Horizontal):
         yield Sparkline(self.durations)
 
 
-class HistoryTable(DataTable):
+class HistoryTable(DataTable[str | Text]):
     BINDINGS = [Binding("enter", "select_cursor", "Show")]
 
 
-def model_choices(local: list, configured: str, requested: list[str]) -> list[tuple[str, str, bool]]:
+def model_choices(local: list[LocalModel], configured: str, requested: list[str]) -> list[tuple[str, str, bool]]:
     """(label, value, picked): the complete local models, the configured compression model, the ones
     asked for; a folder named twice (a path and its resolved form) is offered once."""
     choices: dict[str, tuple[str, str]] = {}
@@ -129,7 +133,7 @@ def _known(value: str, choices: dict[str, tuple[str, str]]) -> bool:
 # --- filling them -------------------------------------------------------------------------
 
 
-def fill_results(table: DataTable, runs: list[BenchRun], *, wide: bool, width: int) -> None:
+def fill_results(table: DataTable[str | Text], runs: list[BenchRun], *, wide: bool, width: int) -> None:
     """The results table: a row per run shown, fewer columns on a narrow screen."""
     table.clear(columns=True)
     if wide:
@@ -154,7 +158,7 @@ def fill_results(table: DataTable, runs: list[BenchRun], *, wide: bool, width: i
             _num(m.get("prompt_tps"), 0), _num(m.get("generation_tps"), 0),
             _num(m.get("peak_memory_gb"), 2), _num(m.get("summary_tokens"), 0),
         ]
-        cells: list[object] = [name]
+        cells: list[str | Text] = [name]
         if wide:
             cells += [human_time(run.started_at), shown_cell(run.provider)]
         cells += [Text(value, justify="right") for value in figures]
@@ -181,7 +185,7 @@ def fill_chart(chart: Vertical, runs: list[BenchRun], *, wide: bool) -> None:
     chart.mount(*rows)
 
 
-def fill_history(table: DataTable, history: list[BenchRun], shown: list[BenchRun], *, wide: bool, width: int) -> None:
+def fill_history(table: DataTable[str | Text], history: list[BenchRun], shown: list[BenchRun], *, wide: bool, width: int) -> None:
     """The saved runs, newest first; a dot marks those in the comparison. The cursor stays on its run."""
     keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
     table.clear(columns=True)
@@ -196,7 +200,7 @@ def fill_history(table: DataTable, history: list[BenchRun], shown: list[BenchRun
                          width=width, key=label.lower())
     shown_ids = {run.id for run in shown if run.id is not None}
     for run in history:
-        cells: list[object] = [
+        cells: list[str | Text] = [
             Text(SHOWN if run.id in shown_ids else "", style="bold"),
             shown_cell(model_label(run.model, short=not wide), no_wrap=True, overflow="ellipsis"),
             Text(str(run.id), justify="right"),

@@ -11,6 +11,8 @@ e.g. kitty, WezTerm, foot, Ghostty, recent iTerm2 — Ctrl+J works everywhere):
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
@@ -34,7 +36,7 @@ class Composer(TextArea):
             super().__init__()
             self.matches = matches
 
-    def __init__(self, *, inputs: list[str] | None = None, **kwargs):
+    def __init__(self, *, inputs: list[str] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("soft_wrap", True)
         kwargs.setdefault("show_line_numbers", False)
         kwargs.setdefault("tab_behavior", "focus")

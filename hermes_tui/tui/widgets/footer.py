@@ -12,7 +12,7 @@ a new order) is rebuilt as ``Footer`` does.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -31,7 +31,7 @@ class Shown(NamedTuple):
 
 
 class ChatFooter(Footer):
-    def shown(self, screen: Screen) -> list[Shown] | None:
+    def shown(self, screen: Screen[Any]) -> list[Shown] | None:
         """The keys ``Footer.compose`` would show (the command palette's aside), in its order;
         None when a binding group is shown (left to ``Footer``)."""
         keys: list[Shown] = []
@@ -48,14 +48,14 @@ class ChatFooter(Footer):
                               binding.action, enabled, tooltip or ""))
         return keys
 
-    def rebuild(self, screen: Screen) -> None:
+    def rebuild(self, screen: Screen[Any]) -> None:
         """``Footer.bindings_changed``, minus its pause while the app has no focus: a reply
         that ends while the terminal is in the background must not leave "Stop reply" shown."""
         self._bindings_ready = True
         if self.is_attached and screen is self.screen:
             self.call_after_refresh(self.recompose)
 
-    def bindings_changed(self, screen: Screen) -> None:
+    def bindings_changed(self, screen: Screen[Any]) -> None:
         if not (self._bindings_ready and self.is_attached and screen is self.screen):
             self.rebuild(screen)
             return
@@ -70,9 +70,9 @@ class ChatFooter(Footer):
             self.rebuild(screen)  # the order changed
             return
         by_action = {key.action: key for key in current}
-        for key in current:
-            if key.action not in wanted_actions and key.display:
-                key.display = False  # kept for when it comes back (Escape, after each reply)
+        for old in current:
+            if old.action not in wanted_actions and old.display:
+                old.display = False  # kept for when it comes back (Escape, after each reply)
         palette = self.query_children(".-command-palette")
         for index, want in enumerate(wanted):
             key = by_action.get(want.action)

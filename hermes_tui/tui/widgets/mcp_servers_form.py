@@ -75,7 +75,7 @@ class McpServersForm(Vertical):
     class Changed(Message):
         """A server was added or removed (the screen's "modified" mark follows)."""
 
-    def __init__(self, servers: dict[str, McpServerConfig], **kwargs) -> None:
+    def __init__(self, servers: dict[str, McpServerConfig], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.servers = dict(servers)
         self.added: dict[str, dict[str, Any]] = {}

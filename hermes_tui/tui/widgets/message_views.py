@@ -35,6 +35,7 @@ from hermes_tui.util.terminal_text import visible_controls
 if TYPE_CHECKING:
     from textual.widgets import Markdown
 
+    from hermes_tui.tools.base import ToolResult
     from hermes_tui.tui.widgets.streaming_markdown import StreamingMarkdown
 
 STREAM_INTERVAL = 0.05  # s: a streaming reply is laid out at most 20 times a second
@@ -131,6 +132,10 @@ class ToolCallView(Folded):
         super().__init__(Static(shown(pretty_args(self.arguments)), classes="detail"),
                          title=self._title_text())
 
+    def _retitle(self, spin: str = "") -> None:
+        # Textual declares Collapsible.title a str; the label it is shown in takes a Content too.
+        self.title = self._title_text(spin)  # type: ignore[assignment]  # a Content, as the label takes
+
     def _title_text(self, spin: str = "") -> Content:
         # A Content built from parts, never markup: a call's name and arguments are the
         # model's text (`echo [a` made a markup title raise MarkupError and end the app).
@@ -149,7 +154,7 @@ class ToolCallView(Folded):
         if name:
             self.tool_name = name
         self.arguments = (self.arguments if isinstance(self.arguments, str) else "") + piece
-        self.title = self._title_text()
+        self._retitle()
 
     def settle(self, call: dict[str, Any]) -> None:
         """The call is complete (as stored): its id, name and arguments are final."""
@@ -159,7 +164,7 @@ class ToolCallView(Folded):
         self.arguments = function.get("arguments", "")
         self.state = ""
         self.query_one(".detail", Static).update(shown(pretty_args(self.arguments)))
-        self.title = self._title_text()
+        self._retitle()
 
     def start(self) -> None:
         self.state = "running"
@@ -167,15 +172,15 @@ class ToolCallView(Folded):
 
     def tick(self, spin: str) -> None:
         if self.state == "running":
-            self.title = self._title_text(spin)
+            self._retitle(spin)
 
-    def finish(self, result: Any) -> None:
-        """``result`` is the call's ``tools.base.ToolResult``."""
+    def finish(self, result: ToolResult) -> None:
+        """How the call went."""
         self.state = "done"
         size = result.bytes if result.status.value == "ok" else 0
         self.outcome = outcome_text(result.status.value, result.exit_code, size, result.duration_ms)
         self.set_class(result.is_error, "-failed")
-        self.title = self._title_text()
+        self._retitle()
 
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -212,7 +217,7 @@ class AssistantMessage(MessageView):
 
     def __init__(self, message: Message | None = None):
         super().__init__(message)
-        self._stream = None
+        self._stream: ThrottledMarkdownStream | None = None
         self._streaming_calls: dict[int, ToolCallView] = {}  # by the call's index in the reply
         if message is not None and message.tool_calls:
             self.add_class("-calls")
@@ -242,8 +247,8 @@ class AssistantMessage(MessageView):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        for markdown in self.query(streaming_markdown_widget()):
-            markdown.finish()
+        for streaming in self.query(streaming_markdown_widget()):
+            streaming.finish()
         if message is not None:
             self.message = message
             markdown = self.query_one(markdown_widget())

@@ -16,7 +16,7 @@ laid out at most ``1 / STREAM_INTERVAL`` times a second, however fast its pieces
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,7 +231,7 @@ class MessageList(VerticalScroll):
         self._loading = True  # emptying the list scrolls it to the top: not a request for more
         try:
             await self.remove_children()
-            self.waiting = messages[: len(messages) - first]
+            self.waiting = list(messages[: len(messages) - first])
             shown = messages[len(self.waiting):]
             row = [EarlierMessages(len(self.waiting))] if self.waiting else []
             await self.mount_all([*row, *(view_for(m) for m in shown)])
@@ -275,7 +275,7 @@ class MessageList(VerticalScroll):
             await self._trim()
         self.anchor()
 
-    def fit(self, items: list[Waiting], *, window: int | None = None, budget: int | None = None) -> int:
+    def fit(self, items: Sequence[Waiting], *, window: int | None = None, budget: int | None = None) -> int:
         """How many of the newest ``items`` make a window: up to ``window`` of them, while
         their weight stays within ``budget`` (at least ``MIN_VIEWS``); the list's own limits
         unless given."""
@@ -398,7 +398,7 @@ class MessageList(VerticalScroll):
         before = len(self.waiting)
         gone: list[Widget] = []
         for view in views[: len(views) - keep]:
-            if view.message_id is not None:
+            if view.message is not None:
                 self.waiting.append(view.message)
             elif isinstance(view, InfoNote):
                 self.waiting.append(WaitingNote.of(view))
@@ -445,8 +445,8 @@ class MessageList(VerticalScroll):
             else:
                 await self.mount(view)
             shown[message.id] = view
-        if before and not self.waiting and self._row() is not None:
-            await self._row().remove()
+        if before and not self.waiting and (row := self._row()) is not None:
+            await row.remove()
         self._count_changed(before)
 
     async def _replace_trimmed(self, messages: list[Message]) -> None:

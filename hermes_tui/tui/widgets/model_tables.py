@@ -6,6 +6,7 @@ on, every column is shown."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -80,13 +81,13 @@ def local_detail(m: hub.LocalModel) -> str:
     return f"{m.name} · {format_bytes(m.size_bytes)} · {where}{uses}\n{m.path}\n{local_state(m)}"
 
 
-def cursor_key(table: DataTable) -> str | None:
+def cursor_key(table: DataTable[Any]) -> str | None:
     if table.row_count == 0:
         return None
     return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
 
-def restore_cursor(table: DataTable, key: str | None) -> None:
+def restore_cursor(table: DataTable[Any], key: str | None) -> None:
     if key is None or table.row_count == 0:
         return
     try:
@@ -95,7 +96,7 @@ def restore_cursor(table: DataTable, key: str | None) -> None:
         pass
 
 
-class CatalogTable(DataTable):
+class CatalogTable(DataTable[str | Text]):
     def fill(self, catalog: list[hub.CatalogModel], *, wide: bool, width: int,
              state: Callable[[str], str]) -> None:
         """One row per catalog model, keyed by its repo; ``state(repo)`` is its mark (downloaded, partial)."""
@@ -130,7 +131,7 @@ class CatalogTable(DataTable):
                 name.append(f" {DEFAULT}", style="bold")
             if m.reasoning:
                 name.append(f" {THINKING}", style="bold")
-            cells: list[object] = [
+            cells: list[str | Text] = [
                 Text(state(m.repo), style="bold"),
                 name,
                 Text(f"{m.parameters_b:g}B", justify="right"),
@@ -145,7 +146,7 @@ class CatalogTable(DataTable):
             self.add_row(*cells, key=m.repo)
 
 
-class LocalTable(DataTable):
+class LocalTable(DataTable[str | Text]):
     def fill(self, local: list[hub.LocalModel], marked: set[str], *, wide: bool, width: int) -> None:
         """One row per local model, keyed by ``local_key``; ``marked`` names the ones marked for a benchmark."""
         self.clear(columns=True)
@@ -160,7 +161,7 @@ class LocalTable(DataTable):
                             key=label.lower())
         for m in local:
             mark = MARKED if m.name in marked else ("" if m.complete else PARTIAL)
-            cells: list[object] = [
+            cells: list[str | Text] = [
                 Text(mark, style="bold"),
                 Text(m.name, no_wrap=True, overflow="ellipsis"),
                 Text(format_bytes(m.size_bytes), justify="right"),

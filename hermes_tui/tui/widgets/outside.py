@@ -11,6 +11,8 @@ writes an ESC sequence in a ``Content`` to the terminal raw.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.content import Content
 
@@ -24,7 +26,7 @@ def shown(text: object, style: str = "") -> Content:
     return Content.styled(visible_controls(str(text)), style) if style else Content(visible_controls(str(text)))
 
 
-def shown_cell(text: object, style: str = "", **options) -> Text:
+def shown_cell(text: object, style: str = "", **options: Any) -> Text:
     """``text`` for a ``DataTable`` cell (a ``str`` cell is parsed as Rich markup): literal,
     its control characters visible. ``options``: ``Text``'s own (``no_wrap``, ``overflow``, ...)."""
     return Text(visible_controls(str(text)), style=style, **options)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
@@ -85,7 +87,7 @@ class StatusBar(Widget):
         "status-bar--running", "status-bar--failed", "status-bar--danger",
     }
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.info = StatusInfo()
         self.frame = 0
@@ -179,7 +181,7 @@ class StatusBar(Widget):
         line.truncate(width)
         return line
 
-    def _part_style(self, part: str):
+    def _part_style(self, part: str) -> Style | str:
         if part == "model":
             return self.get_component_rich_style("status-bar--model")
         state = self._states[part]

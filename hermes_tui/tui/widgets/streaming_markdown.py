@@ -22,13 +22,13 @@ from textual.await_complete import AwaitComplete
 from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widget import Widget
-from textual.widgets import Label, Markdown
+from textual.widgets import Label, Markdown, Static
 from textual.widgets._markdown import MarkdownBlock, MarkdownFence, MarkdownParagraph
 
 RESERVE_LINES = 4  # the block being written grows this many lines at a time
 
 
-def update_in_place(widget: Label, content: Content, *, check_width: bool = False) -> None:
+def update_in_place(widget: Static, content: Content, *, check_width: bool = False) -> None:
     """``widget.update(content)``, with a layout pass only if the content outgrows its size;
     then the widget is given ``RESERVE_LINES`` more lines than it needs."""
     width, height = widget.content_size
@@ -47,7 +47,7 @@ def update_in_place(widget: Label, content: Content, *, check_width: bool = Fals
 
 def release(block: MarkdownBlock) -> None:
     """A block done growing: its height is its text's again (what the style sheet says)."""
-    target = block
+    target: Static = block
     if isinstance(block, MarkdownFence):
         try:
             target = block.query_one("#code-content", Label)
