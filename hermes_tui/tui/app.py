@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ from hermes_tui.session.session import Session
 from hermes_tui.session.wiring import import_transcript
 from hermes_tui.store import Store, StoreError
 from hermes_tui.tools.approval import Mode
+from hermes_tui.tui import commands
 from hermes_tui.tui.app_mcp import MCP_REFRESH_S, McpChanged, McpHost, McpSdkImported
 from hermes_tui.tui.heap import HOLD_LIMIT_S, FullCollections, settle_heap
 from hermes_tui.tui.palette import SlashCommandsProvider
@@ -360,16 +361,25 @@ class HermesApp(App[None]):
     # Built anew at each opening from the app's state of the moment (the config path, the chat's
     # tools), so not installed by name in Textual's SCREENS: an installed screen is built once and
     # kept for the app's lifetime, and a second /settings would show the first one's form.
+    # The command table names each such screen's module (``commands.SlashCommand.screen``),
+    # imported when first opened: most runs never show it.
     def open_tool_screen(self, name: str) -> None:
-        make = TOOL_SCREENS.get(name)
-        screen = make(self) if make is not None else None
-        if screen is None:
+        command = commands.BY_NAME.get(name)
+        screen: Screen[Any] | None = None
+        if command is not None and command.screen:
+            screen = import_module(f"hermes_tui.tui.screens.{command.screen}").open_screen(self)
+        if command is None or screen is None:
             self.notify(f"The {name} screen is not part of this build yet.", title=f"/{name}", severity="warning")
             return
-        if name in RETURN_CONFIG:
+        if command.returns_config:
             self.push_screen(screen, lambda config: self.reconfigure(config) if config is not None else None)
         else:
             self.push_screen(screen)
+
+    def chat_tools(self) -> Tools | None:
+        """The tools of the session on the chat screen; None without a chat or with no tools."""
+        screen = self.chat_screen
+        return self.tools_for(screen.session) if screen is not None else None
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -403,43 +413,3 @@ class HermesApp(App[None]):
         screen = self.chat_screen
         if screen is not None:
             screen.run_slash(text)
-
-
-# --- the screens a slash command opens by name ----------------------------------------------
-# Each screen's module is imported when it is first opened: most runs never show it.
-def _settings_screen(app: HermesApp) -> Screen[Any]:
-    from hermes_tui.tui.screens.settings import SettingsScreen
-
-    return SettingsScreen(app.config_path)
-
-
-def _models_screen(app: HermesApp) -> Screen[Any]:
-    from hermes_tui.tui.screens.models import ModelsScreen
-
-    return ModelsScreen(app.config_path)
-
-
-def _tools_screen(app: HermesApp) -> Screen[Any] | None:
-    """None without a chat or with no tools for it (the workspace is not a folder)."""
-    from hermes_tui.tui.screens.tools import ToolsScreen
-
-    screen = app.chat_screen
-    tools = app.tools_for(screen.session) if screen is not None else None
-    return ToolsScreen(tools) if tools is not None else None
-
-
-def _bench_screen(app: HermesApp) -> Screen[Any]:
-    from hermes_tui.tui.screens.bench import BenchScreen
-
-    return BenchScreen(config_path=app.config_path)  # runs are saved in app.store
-
-
-TOOL_SCREENS: dict[str, Callable[[HermesApp], Screen[Any] | None]] = {
-    "settings": _settings_screen,
-    "models": _models_screen,
-    "tools": _tools_screen,
-    "bench": _bench_screen,
-}
-# Both dismiss with the new Config when they changed it (models: a model set as the chat or
-# compression model): new clients, as after settings.
-RETURN_CONFIG = frozenset({"settings", "models"})

@@ -15,6 +15,11 @@ class SlashCommand:
     name: str          # without the slash
     help: str
     args: str = ""     # shown after the name in /help and completion, e.g. "[focus topic]"
+    # A command that opens a screen: the module of ``tui/screens`` whose ``open_screen(host)``
+    # builds it (imported when first opened), and whether the screen dismisses with a new
+    # Config the app then runs with. Such a command needs no handler of its own.
+    screen: str = ""
+    returns_config: bool = False
 
     @property
     def usage(self) -> str:
@@ -31,10 +36,10 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("model", "switch the chat model (no name: pick from the local and endpoint models)", "[name]"),
     SlashCommand("mode", "the approval mode for tool calls (no mode: show it and the choices)",
                  "[read-only|ask|auto-edit|full]"),
-    SlashCommand("models", "download and manage MLX models"),
-    SlashCommand("tools", "the tools, their approval, and the MCP servers (restart one)"),
-    SlashCommand("bench", "measure what a pass costs on this machine"),
-    SlashCommand("settings", "edit the configuration"),
+    SlashCommand("models", "download and manage MLX models", screen="models", returns_config=True),
+    SlashCommand("tools", "the tools, their approval, and the MCP servers (restart one)", screen="tools"),
+    SlashCommand("bench", "measure what a pass costs on this machine", screen="bench"),
+    SlashCommand("settings", "edit the configuration", screen="settings", returns_config=True),
     SlashCommand("quit", "quit hermes-tui"),
 )
 BY_NAME = {command.name: command for command in COMMANDS}

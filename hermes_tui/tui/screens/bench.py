@@ -55,6 +55,7 @@ from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.store import StoreError
 from hermes_tui.tui.screens.bench_export import export_dialog
 from hermes_tui.tui.screens.bench_run import BenchFinished, BenchStep, progress_line, run_and_report
+from hermes_tui.tui.screens.chat_host import ScreenHost
 from hermes_tui.tui.widgets.bench_view import (
     DurationBar,
     HistoryTable,
@@ -452,3 +453,9 @@ class BenchScreen(Screen[None]):
                 self.notify(str(path), title="Exported")
 
         self.app.push_screen(export_dialog(self.shown, self.export_dir()), exported)
+
+
+def open_screen(host: ScreenHost) -> BenchScreen:
+    """What ``/bench`` opens (``commands.SlashCommand.screen``); its runs are saved in the app's
+    store."""
+    return BenchScreen(config_path=host.config_path)

@@ -82,6 +82,9 @@ def run(text: str, context: CommandContext) -> bool:
         _run_guarded(context, context.view.note(f"Unknown command /{invocation.name}: /help lists the commands.",
                                                 severity="warning"))
         return True
+    if invocation.command.screen:
+        context.host.open_tool_screen(invocation.name)
+        return True
     result = HANDLERS[invocation.name](context, invocation.arg)
     if result is not None:
         _run_guarded(context, result)
@@ -235,14 +238,6 @@ async def switch_mode(context: CommandContext, arg: str) -> None:
                     severity="warning" if mode is Mode.FULL else "information")
 
 
-def _opens(screen: str) -> Handler:
-    """The handler of a command that opens one of the app's screens by name."""
-    def open_screen(context: CommandContext, arg: str) -> None:
-        context.host.open_tool_screen(screen)
-
-    return open_screen
-
-
 def quit_app(context: CommandContext, arg: str) -> None:
     context.view.app.exit()
 
@@ -256,9 +251,5 @@ HANDLERS: dict[str, Handler] = {
     "summary": show_summary,
     "model": switch_model,
     "mode": switch_mode,
-    "models": _opens("models"),
-    "tools": _opens("tools"),
-    "bench": _opens("bench"),
-    "settings": _opens("settings"),
     "quit": quit_app,
 }

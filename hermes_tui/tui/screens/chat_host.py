@@ -14,6 +14,15 @@ if TYPE_CHECKING:
     from hermes_tui.tools.approval import Mode
 
 
+class ScreenHost(Protocol):
+    """What a screen a slash command opens by name is built from: ``open_screen(host)`` in
+    the module ``commands.SlashCommand.screen`` names."""
+
+    config_path: Path
+
+    def chat_tools(self) -> Tools | None: ...
+
+
 class ChatHost(Protocol):
     """What the chat screen asks of the app that hosts it (``HermesApp``), and nothing more."""
 

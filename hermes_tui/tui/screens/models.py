@@ -32,6 +32,7 @@ from textual.widgets import DataTable, Footer, Static
 from hermes_tui import hub
 from hermes_tui.config import Config, ConfigError, load_config
 from hermes_tui.hub.units import format_bytes
+from hermes_tui.tui.screens.chat_host import ScreenHost
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
 from hermes_tui.tui.screens.model_import_dialog import ImportDialog, ImportRequest
 from hermes_tui.tui.screens.model_transfers import (
@@ -450,3 +451,8 @@ class ModelsScreen(Screen[Config | None]):
         self.reload(select_local=select)
         if select is not None:
             self.query_one(LocalTable).focus()
+
+
+def open_screen(host: ScreenHost) -> ModelsScreen:
+    """What ``/models`` opens (``commands.SlashCommand.screen``)."""
+    return ModelsScreen(host.config_path)

@@ -38,6 +38,7 @@ from hermes_tui.config import (
 from hermes_tui.config.edit import apply_changes, save_changes
 from hermes_tui.config.schema import Section, Setting
 from hermes_tui.config.write import refuse_foreign_config
+from hermes_tui.tui.screens.chat_host import ScreenHost
 from hermes_tui.tui.screens.dialogs import ConfirmDialog
 from hermes_tui.tui.widgets.mcp_servers_form import McpServersForm
 
@@ -368,3 +369,8 @@ class SettingsScreen(Screen[Config | None]):
         if first is not None:
             first.focus()
             self.query_one("#form", VerticalScroll).scroll_to_widget(first)
+
+
+def open_screen(host: ScreenHost) -> SettingsScreen:
+    """What ``/settings`` opens (``commands.SlashCommand.screen``)."""
+    return SettingsScreen(host.config_path)

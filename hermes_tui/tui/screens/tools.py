@@ -34,6 +34,7 @@ from textual.widgets import Button, DataTable, Footer, Static
 from hermes_tui.tools.approval import Action, ApprovalRequest, Rule, decide
 from hermes_tui.tools.base import Tool, ToolKind
 from hermes_tui.tools.mcp import McpManager, McpTool, ServerState, ServerStatus
+from hermes_tui.tui.screens.chat_host import ScreenHost
 from hermes_tui.tui.widgets.outside import shown, shown_cell
 
 if TYPE_CHECKING:
@@ -199,3 +200,10 @@ class ToolsScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def open_screen(host: ScreenHost) -> ToolsScreen | None:
+    """What ``/tools`` opens (``commands.SlashCommand.screen``); None without a chat or with no
+    tools for it (the workspace is not a folder)."""
+    tools = host.chat_tools()
+    return ToolsScreen(tools) if tools is not None else None
