@@ -93,7 +93,7 @@ class ChatScreen(Screen[None]):
         self._spinner: Timer | None = None
 
     @property
-    def hermes(self) -> ChatHost:
+    def host(self) -> ChatHost:
         return cast(ChatHost, self.app)
 
     @property
@@ -111,7 +111,7 @@ class ChatScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         self.query_one("#hints").display = False
-        self.turns.tools = self.hermes.tools_for(self.session)
+        self.turns.tools = self.host.tools_for(self.session)
         with self.session.lock:
             messages = list(self.session.conv.messages)
         await self.messages.show(messages)
@@ -167,7 +167,7 @@ class ChatScreen(Screen[None]):
             last_outcome=self.passes.last_outcome,
             mode=mode,
             step=turns.step if turns.replying else None,
-            max_steps=self.hermes.config.agent.max_steps,
+            max_steps=self.host.config.agent.max_steps,
         )
 
     def refresh_status(self) -> None:

@@ -67,7 +67,7 @@ class CommandContext:
 
     @property
     def host(self) -> ChatHost:
-        return self.view.hermes
+        return self.view.host
 
 
 Handler = Callable[[CommandContext, str], Awaitable[None] | None]

@@ -113,7 +113,7 @@ class TurnController:
         view.refresh_status()
         view.refresh_bindings()  # Escape stops the turn: shown in the footer while there is one
         self.session.begin_work()  # the session keeps its lease until the turn is stored
-        host = view.hermes
+        host = view.host
         if self.tools is not None:  # the same tools, unless the MCP servers started (or changed) since
             self.tools = host.tools_for(self.session)
         turn = AgentTurn(
@@ -222,7 +222,7 @@ class TurnController:
         if self.tools is None or self.tools_available is not False:
             return
         model = getattr(self.session.chat, "model_name", "") or ""
-        told = self._view.hermes.told_no_tools
+        told = self._view.host.told_no_tools
         if model in told:
             return
         told.add(model)

@@ -22,7 +22,7 @@ class ChatView(Protocol):
     def app(self) -> App[Any]: ...  # Textual's services: app workers, notices, other screens
 
     @property
-    def hermes(self) -> ChatHost: ...  # the app's own services
+    def host(self) -> ChatHost: ...  # the app's own services (HermesApp)
 
     @property
     def messages(self) -> MessageList: ...  # the conversation's rows
