@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hermes_tui.util import paths
 from hermes_tui.util.errors import AppError
+from hermes_tui.util.terminal_text import visible_controls
 
 ROOT_LOGGER = "hermes_tui"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -32,6 +33,15 @@ class LogFileError(AppError, OSError):
 
 class _AgentLogHandler(logging.FileHandler):
     """Marks the handler this module owns, so setup is idempotent."""
+
+
+class _VisibleControls(logging.Formatter):
+    """Each line as ``terminal_text`` shows outside text: what lands in the log (an MCP
+    server's stderr, a tool's failure, a model's words in an error) can carry escape
+    sequences, and ``tail -f agent.log`` would hand them to the user's terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible_controls(super().format(record))
 
 
 def setup_logging(log_file: Path | None = None, *, level: int = logging.INFO) -> Path:
@@ -65,7 +75,7 @@ def setup_logging(log_file: Path | None = None, *, level: int = logging.INFO) ->
             reason = f"{blocker} is a file, not a folder (move it aside or set HERMES_TUI_HOME elsewhere)"
         raise LogFileError(path, reason, exc.errno) from exc
     handler.setLevel(level)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(_VisibleControls(LOG_FORMAT))
     logger.addHandler(handler)
     return path
 

@@ -66,6 +66,23 @@ def test_writes_formatted_lines_to_the_file(tmp_path):
     assert LOG_FORMAT == "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+def test_escape_sequences_reach_the_file_visible_not_raw(tmp_path):
+    """An MCP server's stderr or a tool's error logged as it came would send its escape
+    sequences to the terminal of whoever reads the log (OSC 52 writes the clipboard)."""
+    log_file = tmp_path / "agent.log"
+    setup_logging(log_file)
+    get_logger("mcp").warning("server x exited: %s", "boom\x1b]52;c;ZWNobyBoaQ==\x07\x1b[2J\ttab")
+    try:
+        raise ValueError("bad\x1b[31m")
+    except ValueError:
+        get_logger("mcp").exception("call failed")
+    flush()
+    text = log_file.read_text(encoding="utf-8")
+    assert "\x1b" not in text and "\x07" not in text
+    assert "boom␛]52;c;ZWNobyBoaQ==␇␛[2J\ttab" in text
+    assert "Traceback (most recent call last):\n" in text and "ValueError: bad␛[31m" in text  # lines kept
+
+
 def test_default_file_is_under_hermes_home(hermes_home):
     path = setup_logging()
     assert path == hermes_home / "logs" / "agent.log"
