@@ -225,6 +225,7 @@ def test_a_workspace_without_git_keeps_a_writable_root(box):
     assert (box.ws / "new-top-level.txt").exists() == (box.mode is not Mode.READ_ONLY)
 
 
+@pytest.mark.parametrize("box", [Mode.AUTO_EDIT, Mode.ASK], ids=lambda m: m.value, indirect=True)  # they write
 @pytest.mark.parametrize("where", ["a workspace that is not a repository", "a repository nested in the workspace"])
 def test_a_repository_a_command_made_runs_nothing_under_an_allowlisted_git(box, where):
     """The sandbox cannot keep a command from making a git repository where none is bound
@@ -237,8 +238,6 @@ def test_a_repository_a_command_made_runs_nothing_under_an_allowlisted_git(box, 
 
     from hermes_tui.tools import build_request, decide
 
-    if box.mode is Mode.READ_ONLY:
-        pytest.skip("read-only commands cannot make a repository")
     fsmonitor, hook = box.tmp / "fsmonitor-ran", box.tmp / "hook-ran"
     if where.startswith("a workspace"):
         shutil.rmtree(box.ws / ".git")
