@@ -19,7 +19,15 @@ Small local models often answer a request that offered tools with the call writt
 - ``function_tag``: ``<function=NAME>{...arguments...}</function>``;
 - ``function_parameters``: ``<function=NAME><parameter=KEY>value</parameter>...</function>``
   (Qwen3-Coder), either ``<function=`` form possibly inside ``<tool_call>`` tags. A
-  value is text for a ``string`` property and JSON otherwise.
+  value is text for a ``string`` property and JSON otherwise;
+- ``xml_function``: ``<function><name>NAME</name><arguments><KEY>value</KEY>...</arguments>
+  </function>`` inside ``<tools>`` or ``<tool_call>`` (Qwen2.5-Coder-1.5B calls with it),
+  values typed as for ``function_parameters``. A ``<function>`` with a ``<description>`` or
+  ``<parameters>`` is a tool's definition echoed back: no call, and the reply is not recovered.
+
+An empty tag pair (``<tools></tools>``, the residue of Qwen's template that
+Qwen2.5-Coder-1.5B writes before a call) holds nothing: it is neither a call nor a block
+that keeps the reply an answer, and it is not kept in the prose.
 
 A reply with calls of several forms records them joined by "+", in the order met.
 
@@ -62,6 +70,7 @@ _EXAMPLE = re.compile(r"\bexamples?\b|\be\.g\.|\bfor instance\b|\bsample\b", re.
 JSON, JSON_DOUBLED, JSON_BLOCK = "json", "json_doubled", "json_block"
 TOOL_CALL_TAG, TOOLS_TAG = "tool_call_tag", "tools_tag"
 FUNCTION_TAG, FUNCTION_PARAMETERS = "function_tag", "function_parameters"
+XML_FUNCTION = "xml_function"
 
 # A fenced block: its info string (language) and body; an unclosed fence runs to the end.
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
@@ -69,6 +78,9 @@ _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _TOOLS = re.compile(r"<tools>(.*?)(?:</tools>|\Z)", re.S)
 _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
 _PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.S)
+_XML_FUNCTION = re.compile(r"<function>(.*?)</function>", re.S)
+_XML_NAME = re.compile(r"\s*<name>\s*([^<\s]+)\s*</name>\s*<arguments>(.*?)</arguments>\s*", re.S)
+_XML_ARGUMENT = re.compile(r"<([A-Za-z_][\w.-]*)>(.*?)</\1>", re.S)
 # Languages a call's JSON is fenced with; any other block is code, never a call.
 _JSON_LANGUAGES = {"", "json", "json5", "tool_call", "tool_code"}
 _CALL_KEYS = {"name", "function", "arguments", "parameters"}
@@ -108,8 +120,10 @@ def recover_calls(text: str, tools: list[dict[str, Any]] | None) -> Recovered | 
             if not _valid(name, arguments, schemas):
                 return None
             calls.append(tool_call(None, name, json.dumps(arguments, ensure_ascii=False)))
-        if form not in forms:
+        if items and form not in forms:
             forms.append(form)
+    if not calls:  # empty tags only
+        return None
     prose = _prose(text, [(start, end) for start, end, _, _ in found])
     lines = [line for line in prose.splitlines() if line.strip()]
     if len(lines) > MAX_PROSE_LINES or len(prose) > MAX_PROSE_CHARS or _EXAMPLE.search(prose):
@@ -136,13 +150,14 @@ def _blocks(text: str) -> list[Block]:
         if _FUNCTION.search(inner):
             form, items = _function_calls(inner)
         else:
-            form, items = TOOL_CALL_TAG, _json_calls(inner)
+            form, items = _tag_calls(inner, TOOL_CALL_TAG)
         found.append((match.start(), match.end(), form, items))
         taken.append(match.span())
     for match in _TOOLS.finditer(text):
         if not free(*match.span()):
             continue
-        found.append((match.start(), match.end(), TOOLS_TAG, _json_calls(match.group(1))))
+        form, items = _tag_calls(match.group(1), TOOLS_TAG)
+        found.append((match.start(), match.end(), form, items))
         taken.append(match.span())
     for match in _FUNCTION.finditer(text):
         if free(*match.span()):
@@ -184,6 +199,34 @@ def _bare_json(text: str) -> Block | None:
             continue
         return match.start(), end, JSON_DOUBLED if doubled else JSON, items
     return None
+
+
+def _tag_calls(body: str, form: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """The calls in a tag block's ``body``: none for an empty pair, the XML form, or JSON."""
+    if not body.strip():
+        return form, []
+    if _XML_FUNCTION.search(body):
+        return XML_FUNCTION, _xml_calls(body)
+    return form, _json_calls(body)
+
+
+def _xml_calls(body: str) -> list[tuple[str, dict[str, Any]]]:
+    """``<function><name>N</name><arguments><k>v</k>...</arguments></function>``, each; a
+    definition (its description, its parameters' schema) or anything else is ``_NotACall``."""
+    matches = list(_XML_FUNCTION.finditer(body))
+    if _prose(body, [m.span() for m in matches]).strip():
+        raise _NotACall
+    items: list[tuple[str, dict[str, Any]]] = []
+    for match in matches:
+        call = _XML_NAME.fullmatch(match.group(1))
+        if call is None:
+            raise _NotACall
+        values = list(_XML_ARGUMENT.finditer(call.group(2)))
+        if _prose(call.group(2), [v.span() for v in values]).strip():
+            raise _NotACall
+        # Values stay text here; _valid reads non-string properties as JSON.
+        items.append((call.group(1), {v.group(1): _RawValue(v.group(2).strip()) for v in values}))
+    return items
 
 
 def _json_calls(body: str) -> list[tuple[str, dict[str, Any]]]:

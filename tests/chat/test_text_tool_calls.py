@@ -20,6 +20,7 @@ from hermes_tui.chat.text_tool_calls import (
     JSON_DOUBLED,
     TOOL_CALL_TAG,
     TOOLS_TAG,
+    XML_FUNCTION,
     recover_calls,
 )
 from hermes_tui.tools.builtin import builtin_registry
@@ -87,6 +88,11 @@ READ = {"name": "read_file", "arguments": {"path": "setup.cfg"}}
     ("<tools>\n" + json.dumps(READ), TOOLS_TAG),
     ('{"name": "read_file", "parameters": {"path": "setup.cfg"}}', JSON),  # Llama's key
     ('{"name": "read_file", "arguments": "{\\"path\\": \\"setup.cfg\\"}"}', JSON),  # arguments as JSON text
+    ("<tools>\n  <function>\n    <name>read_file</name>\n    <arguments>\n      <path>setup.cfg</path>\n"
+     "    </arguments>\n  </function>\n</tools>", XML_FUNCTION),
+    ("<tool_call><function><name>read_file</name><arguments><path>setup.cfg</path></arguments></function></tool_call>",
+     XML_FUNCTION),
+    ("<tools></tools>\n```json\n" + json.dumps(READ) + "\n```", JSON_BLOCK),  # an empty pair holds nothing
 ])
 def test_each_form_is_read(text, form):
     recovered = recover_calls(text, TOOLS)
@@ -163,6 +169,14 @@ EXPLANATION = (
                  "\n</tools>", id="a tool's definition echoed in a tools tag"),
     pytest.param("{" + json.dumps(READ) + " and more}", id="doubled braces around more than a call"),
     pytest.param('{{"name": "src/InventoryLedger.java", "arguments": null}}', id="doubled braces naming a file"),
+    pytest.param("<tools>\n  <function>\n    <name>glob</name>\n    <description>Find files</description>\n"
+                 "    <parameters><type>object</type></parameters>\n  </function>\n</tools>",
+                 id="a tool's definition echoed as XML"),
+    pytest.param("<tools><function><name>read_file</name><arguments><path>a</path>more words</arguments>"
+                 "</function></tools>", id="text between XML arguments"),
+    pytest.param("<tools><function><name>read_file</name><arguments><file>a</file></arguments></function></tools>",
+                 id="an XML argument the tool does not have"),
+    pytest.param("<tools></tools><tool_call></tool_call>", id="empty tags only"),
 ])
 def test_near_misses_stay_answers(text):
     assert recover_calls(text, TOOLS) is None
