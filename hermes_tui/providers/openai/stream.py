@@ -215,12 +215,7 @@ class StreamReader:
             if overflow is not None:
                 raise ChatError(CONTEXT_EXCEEDED, overflow_message(self.endpoint, overflow, "mid-stream"), overflow, endpoint=self.base_url)
             detail = error_text(error) or "no details"
-            raise ChatError(
-                HTTP_5XX,
-                f"model endpoint {self.base_url} reported an error mid-stream: {detail} "
-                "(check the server's log)",
-                endpoint=self.base_url,
-            )
+            raise self._error(HTTP_5XX, f"reported an error mid-stream: {detail} (check the server's log)")
         choices = body.get("choices")
         usage = body.get("usage")
         if not isinstance(choices, list) and not isinstance(usage, dict):
@@ -250,12 +245,13 @@ class StreamReader:
 
     # -- errors -------------------------------------------------------------------
 
+    def _error(self, kind: str, what: str) -> ChatError:
+        """A failure of this endpoint: the message names it, the error carries it."""
+        return ChatError(kind, f"model endpoint {self.base_url} {what}", endpoint=self.base_url)
+
     def _malformed(self, what: str) -> ChatError:
-        return ChatError(
-            MALFORMED,
-            f"model endpoint {self.base_url} sent {what}, not a chat completion stream: "
-            "is model.base_url an OpenAI-compatible /v1 endpoint?",
-            endpoint=self.base_url,
+        return self._error(
+            MALFORMED, f"sent {what}, not a chat completion stream: is model.base_url an OpenAI-compatible /v1 endpoint?"
         )
 
     def _not_a_stream(self, content_type: str, sample: str) -> ChatError:
@@ -263,30 +259,25 @@ class StreamReader:
         if overflow is not None:  # an error object sent with status 200 (LM Studio)
             return ChatError(CONTEXT_EXCEEDED, overflow_message(self.endpoint, overflow, "HTTP 200"), overflow, endpoint=self.base_url)
         what = one_line(content_type, 40) if content_type else "a body"
-        return ChatError(
+        return self._error(
             MALFORMED,
-            f"model endpoint {self.base_url} answered with {what} ({snippet(sample)}), "
-            "not an event stream: is model.base_url an OpenAI-compatible /v1 endpoint?",
-            endpoint=self.base_url,
+            f"answered with {what} ({snippet(sample)}), not an event stream: "
+            "is model.base_url an OpenAI-compatible /v1 endpoint?",
         )
 
     def _cut_off(self, chars: int, how: str) -> ChatError:
-        return ChatError(
+        return self._error(
             MALFORMED,
-            f"model endpoint {self.base_url} {how} after {chars} characters, before the "
-            "reply was finished: did the server crash or restart? (check its log)",
-            endpoint=self.base_url,
+            f"{how} after {chars} characters, before the reply was finished: did the server crash or restart? "
+            "(check its log)",
         )
 
     def _read_failure(self, exc: BaseException, chars: int) -> ChatError:
         names = cause_names(exc)
         if "TimeoutException" in names or "TimeoutError" in names:
             where = f"after {chars} characters" if chars else "before the first token"
-            return ChatError(
-                TIMEOUT,
-                f"model endpoint {self.base_url} stalled: nothing for {self.timeout:g} s "
-                f"{where} (is the server overloaded or stuck? check its log)",
-                endpoint=self.base_url,
+            return self._error(
+                TIMEOUT, f"stalled: nothing for {self.timeout:g} s {where} (is the server overloaded or stuck? check its log)"
             )
         return self._cut_off(chars, "closed the connection")
 
