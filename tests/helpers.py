@@ -119,7 +119,10 @@ def make_compactor(
     """
     counter = EstimateCounter()
     # model_copy, not the constructor: tests of the passes use sizes below the schema's floors
-    # (a defrag threshold of 60 tokens) to reach a defrag in a few exchanges.
+    # (a defrag threshold of 60 tokens) to reach a defrag in a few exchanges. It checks no
+    # names, so a misspelt setting is refused here rather than silently ignored.
+    unknown = set(settings) - set(CompressionConfig.model_fields)
+    assert not unknown, f"not compression settings: {sorted(unknown)}"
     compression = CompressionConfig().model_copy(update=dict(
         protect_first_n=protect_first_n,
         target_ratio=target_ratio,
