@@ -10,7 +10,8 @@ Small local models often answer a request that offered tools with the call writt
   or a list of such objects;
 - ``json_block``: the same in a fenced code block (```` ``` ```` or ```` ```json ````);
 - ``json_doubled``: a bare call inside one more pair of braces, ``{{"name": ..., ...}}``
-  (Qwen2.5-Coder-1.5B writes it, the doubled braces of a template's escaping);
+  (Qwen2.5-Coder-1.5B writes it, the doubled braces of a template's escaping), the outer
+  closing brace possibly missing when nothing follows (it writes that too);
 - ``tool_call_tag``: the same between ``<tool_call>`` and ``</tool_call>`` (Qwen and
   Hermes templates; the end tag may be missing at the very end of the reply);
 - ``tools_tag``: the same between ``<tools>`` and ``</tools>``, the tag Qwen's template
@@ -188,11 +189,13 @@ def _bare_json(text: str) -> Block | None:
             value, end = decode_json_at(text, start + 1 if doubled else start)
         except InputError:
             continue
-        if doubled:  # the call's own braces inside one more pair: the outer one must close
+        if doubled:  # the call's own braces inside one more pair: the outer one must close,
+            # or be missing at the very end of the reply (the model stopped one brace short)
             closing = len(text[end:]) - len(text[end:].lstrip())
-            if not text.startswith("}", end + closing):
+            if text.startswith("}", end + closing):
+                end += closing + 1
+            elif text[end:].strip():
                 continue
-            end += closing + 1
         try:
             items = _items(value)
         except _NotACall:

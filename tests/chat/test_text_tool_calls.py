@@ -84,6 +84,7 @@ READ = {"name": "read_file", "arguments": {"path": "setup.cfg"}}
      FUNCTION_PARAMETERS),
     ("{" + json.dumps(READ) + "}", JSON_DOUBLED),
     ("{{ " + json.dumps(READ)[1:-1] + " }}", JSON_DOUBLED),
+    ("{" + json.dumps(READ) + "\n", JSON_DOUBLED),  # the outer brace missing at the end
     ("<tools>\n" + json.dumps(READ) + "\n</tools>", TOOLS_TAG),
     ("<tools>\n" + json.dumps(READ), TOOLS_TAG),
     ('{"name": "read_file", "parameters": {"path": "setup.cfg"}}', JSON),  # Llama's key
@@ -169,6 +170,7 @@ EXPLANATION = (
                  "\n</tools>", id="a tool's definition echoed in a tools tag"),
     pytest.param("{" + json.dumps(READ) + " and more}", id="doubled braces around more than a call"),
     pytest.param('{{"name": "src/InventoryLedger.java", "arguments": null}}', id="doubled braces naming a file"),
+    pytest.param("{" + json.dumps(READ) + "\nThat reads it.", id="doubled braces, unclosed, words after"),
     pytest.param("<tools>\n  <function>\n    <name>glob</name>\n    <description>Find files</description>\n"
                  "    <parameters><type>object</type></parameters>\n  </function>\n</tools>",
                  id="a tool's definition echoed as XML"),
