@@ -184,13 +184,15 @@ class ScriptedModel:
         self.replies: list = list(replies or [])
         self.on_request = on_request
         self.requests: list[list[dict]] = []
+        self.call_required: list[bool] = []  # per request: whether its reply had to be a call
 
-    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None):
+    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, call_required=False):
         from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
 
         check_request(messages)
         assert tools, "the tools go with every request"
         self.requests.append(messages)
+        self.call_required.append(call_required)
         if self.on_request:
             self.on_request(messages)
         text, calls = self.replies.pop(0) if self.replies else ("(script ran out)", None)

@@ -39,6 +39,7 @@ class UnavailableChat(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
+        call_required: bool = False,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         raise ChatError(UNAVAILABLE, str(self.error)) from self.error
         yield  # pragma: no cover - makes this a generator, like every provider's stream
@@ -51,5 +52,6 @@ class UnavailableChat(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
+        call_required: bool = False,
     ) -> ChatDone:
         raise ChatError(UNAVAILABLE, str(self.error)) from self.error

@@ -275,6 +275,19 @@ class AgentConfig(_Section):
     )
     max_output_bytes: int = _setting(32000, "a tool result's cap, head and tail kept (>= 1000)", ge=1000)
     workspace: str = _setting("", 'the folder tools act in; "" = where hermes-tui was started')
+    look_first: bool = _setting(
+        True,
+        "the first reply of a turn must call a tool",
+        note=(
+            "Small local models answer questions about the workspace without looking;\n"
+            "held to a call first, they look. Asked of the server as a JSON schema."
+        ),
+    )
+    result_note: bool = _setting(
+        True,
+        "after tool results, a line tells the model to answer or call the next tool",
+        note="Sent with the request, not stored. Small models otherwise echo the result.",
+    )
 
 
 # --------------------------------------------------------------------------- MCP servers

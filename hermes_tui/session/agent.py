@@ -14,6 +14,14 @@ its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
 ``chat.text_tool_calls`` says when they count. Those are stored and run as native calls
 (the prose around them is the content), with ``meta["recovered_calls"]`` naming the form.
 
+Small models: the first model call after the user's message must be a call to an offered
+tool (``agent.look_first``; the client holds the model to ``chat.call_schema``), and a
+request that ends with tool results carries ``RESULT_NOTE`` after them (``agent.result_note``;
+not stored). Measured on Qwen2.5-Coder-1.5B (``benchmarks/bench_agent_tasks.py``): without
+the first, it answered most questions about the workspace without looking; without the
+second, it echoed the result in its template's ``<tool_response>`` tags or called the same
+tool again instead of answering.
+
 System prompt: built for the turn where it begins (``session.system_prompt``: the workspace,
 the approval mode, the offered tools, the project's AGENTS.md) and kept first in the
 transcript (``Session.refresh_system_prompt``); it does not change until the next turn.
@@ -220,6 +228,12 @@ def always_rule(request: ApprovalRequest) -> Rule | None:
     return request.rule_preview if request.rule_preview is not None else rule_for(request)
 
 
+# After tool results (``agent.result_note``): the words measured on Qwen2.5-Coder-1.5B. It
+# tells the model the result is there to be used, and that answering ends the turn.
+RESULT_NOTE = ("\n\n[If this result answers the user's question, answer now in plain words. "
+               "Otherwise call the next tool.]")
+
+
 # What one reply may ask for. 2,000 calls in one reply, or a 20 MB write_file argument,
 # left a session that could send nothing more (every request over the window) and a 39 MB
 # database; no real step needs either. Calls beyond the first MAX_CALLS_PER_REPLY are not
@@ -389,8 +403,15 @@ class AgentTurn:
     def _stream(self, cancel: threading.Event, extra: dict[str, Any], parts: list[str]) -> ChatDone | None:
         """One guarded model call (``Session.model_call``): text and call pieces to the listener."""
         done: ChatDone | None = None
-        for event in self.session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=extra.get("tools"),
-                                             listener=self.listener, settle=self.passes.settle):
+        tools = extra.get("tools")
+        agent = self.session.config.agent
+        with self.session.lock:
+            last = self.session.conv.messages[-1].role if self.session.conv.messages else None
+        call_required = bool(tools) and agent.look_first and last == "user"
+        note = RESULT_NOTE if tools and agent.result_note and last == "tool" else None
+        for event in self.session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=tools,
+                                             listener=self.listener, settle=self.passes.settle,
+                                             call_required=call_required, note=note):
             if isinstance(event, ChatDelta):
                 parts.append(event.text)
                 self.listener.text(event.text)

@@ -12,6 +12,10 @@ call's ``max_tokens``, else ``model.max_tokens``) is checked against the window:
   request then fits it is sent, else nothing is sent and ``ContextTooLarge`` says what
   is too large and what to do.
 
+A step's ``note`` (the agent's line after tool results) is added to the request's last
+message, a tool result, when it is sent; it is not stored, and its tokens are reserved
+with the reply's.
+
 The server may still refuse it (our count is an estimate, the window may be unknown or
 wrong): a ``CONTEXT_EXCEEDED`` rejection before any text arrived teaches the session the
 server's figures (its window; how much larger its count is than ours), compacts, and
@@ -118,17 +122,24 @@ def request_size(session: Session, tools: list[dict[str, Any]] | None, reply: in
 def guarded_stream(
     session: Session, *, max_tokens: int | None, cancel: threading.Event | None,
     tools: list[dict[str, Any]] | None = None, listener: FitListener | None = None,
-    settle: Callable[[], None] | None = None,
+    settle: Callable[[], None] | None = None, call_required: bool = False, note: str | None = None,
 ) -> Iterator[Any]:
-    """``session.chat.stream`` of the transcript, guarded (see the module). Raises ChatError."""
+    """``session.chat.stream`` of the transcript, guarded (see the module). Raises ChatError.
+
+    ``call_required``: passed on to the client (``ChatClient.stream``). ``note``: text added
+    to the request's last message when that is a tool result (not stored)."""
     listener = listener or FitListener()
     reply = max_tokens if max_tokens is not None else getattr(session.chat, "max_tokens", 0) or 0
-    extra = {"tools": tools} if tools else {}
+    if note:
+        reply += session.conv.counter.count_text(note)
+    extra: dict[str, Any] = {"tools": tools} if tools else {}
+    if call_required:
+        extra["call_required"] = True
     make_room(session, tools, reply, listener, settle)
     retried = False
     while True:
         with session.lock:
-            request = wire_view(session.conv.messages)
+            request = with_note(wire_view(session.conv.messages), note)
         sent = request_size(session, tools, reply)
         started = False
         try:
@@ -150,6 +161,14 @@ def guarded_stream(
                 make_room(session, tools, reply, listener, settle, force=True)
             except ContextTooLarge as too_large:  # the real cause first: the server's own words
                 raise ContextTooLarge(f"The server refused the request: {exc}\n{too_large}", too_large.size) from exc
+
+
+def with_note(request: list[dict[str, Any]], note: str | None) -> list[dict[str, Any]]:
+    """``request`` with ``note`` after its last message's text when that message is a tool
+    result (a new list and message: the transcript's own are not touched)."""
+    if not note or not request or request[-1].get("role") != "tool" or not isinstance(request[-1].get("content"), str):
+        return request
+    return [*request[:-1], {**request[-1], "content": request[-1]["content"] + note}]
 
 
 def learn(session: Session, exc: ChatError, sent: RequestSize) -> None:

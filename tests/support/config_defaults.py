@@ -49,6 +49,8 @@ DOCUMENTED_DEFAULTS = {
         "shell_timeout": 120,
         "max_output_bytes": 32000,
         "workspace": "",
+        "look_first": True,
+        "result_note": True,
     },
     "mcp_servers": {},
 }

@@ -93,7 +93,10 @@ class MlxChatClient(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
+        call_required: bool = False,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
+        # ``call_required`` is not held to: mlx_lm samples without a grammar. The model's
+        # own tool-call template is what it has.
         if max_tokens is None:
             max_tokens = self.max_tokens
         # mlx_lm models read text only: an image or a file becomes a placeholder line that

@@ -56,8 +56,11 @@ if TYPE_CHECKING:  # imported by the first call (providers.openai.call_limits.Sd
     import httpx2
     import openai
 
+from hermes_tui.chat.call_schema import response_format
 from hermes_tui.chat.client import (
     DEFAULT_MAX_TOKENS,
+    HTTP_4XX,
+    HTTP_5XX,
     MALFORMED,
     NO_TOOLS,
     TIMEOUT,
@@ -111,6 +114,8 @@ class OpenAIChatClient(ChatClient):
     ) -> None:
         # Assumed until the endpoint refuses a request with tools (NO_TOOLS).
         self.supports_tools = True
+        # Assumed until the endpoint refuses a request whose reply must be a call (see stream).
+        self.supports_call_schema = True
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name = model
@@ -156,9 +161,15 @@ class OpenAIChatClient(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
+        call_required: bool = False,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         """Yield ``ChatDelta`` per piece of text and ``ChatToolDelta`` per piece of a
         tool call, then one ``ChatDone``.
+
+        ``call_required``: the reply is held to ``chat.call_schema`` by ``response_format``
+        (the call comes back as JSON text). An endpoint that refuses the request with it,
+        for another reason than its size or its tools, gets the same request once more
+        without it, and when that is answered it is not asked again.
 
         A generator: the request is sent on the first ``next()``; closing it early
         closes the connection (the server notices and stops generating).
@@ -176,13 +187,24 @@ class OpenAIChatClient(ChatClient):
             params["stop"] = list(stop)
         if tools and self.supports_tools:
             params["tools"] = list(tools)
+            if call_required and self.supports_call_schema:
+                params["response_format"] = response_format(tools)
 
         if cancel is not None and cancel.is_set():
             raise self._reader.cancelled(0)
         started = time.perf_counter()
         # The cancel is seen inside every wait for data, so a stop needs no next byte.
         limits = CallLimits(cancel=cancel)
-        response = self._send(params, limits)
+        try:
+            response = self._send(params, limits)
+        except ChatError as exc:
+            if "response_format" not in params or exc.kind not in (HTTP_4XX, HTTP_5XX) or exc.overflow is not None:
+                raise
+            del params["response_format"]
+            response = self._send(params, limits)  # its failure is the request's own, raised
+            # Only now is the schema known to be what the endpoint refused.
+            log.info("model endpoint %s refused a reply held to a call (%s): not asked again", self.base_url, exc)
+            self.supports_call_schema = False
         try:
             yield from self._reader.read(response, started, limits)
         finally:

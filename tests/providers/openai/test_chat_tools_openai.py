@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from hermes_tui.chat.call_schema import response_format
 from hermes_tui.chat.client import (
     HTTP_4XX,
     MALFORMED,
@@ -310,3 +311,61 @@ def test_a_surrogate_pair_split_between_argument_pieces_is_rebuilt(scripted):
     arguments = done.tool_calls[0]["function"]["arguments"]
     assert json.loads(arguments) == {"content": "\U0001F600 \ufffd"}
     arguments.encode("utf-8")  # storable
+
+
+def test_a_required_call_is_asked_for_as_a_json_schema_and_read_from_text(scripted):
+    reply = '{"name": "read_file", "arguments": {"path": "README.md"}}'
+    server = scripted([{"text": [reply], "finish_reason": "stop"}, {"text": ["Hello."], "finish_reason": "stop"}])
+    client = OpenAIChatClient(server.base_url, "scripted")
+    specs = tool_specs()
+
+    _, done = drain(client, tools=specs, call_required=True)
+    drain(client, tools=specs)
+
+    assert done.text == reply  # the agent reads the call (chat.text_tool_calls)
+    first, second = server.requests()
+    assert first["response_format"] == response_format(specs) and first["tools"] == specs
+    assert "response_format" not in second
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_server_refusing_the_schema_is_asked_again_without_it_and_not_again(scripted, status):
+    server = scripted([
+        {"status": status, "error": "response_format type json_schema is not supported"},
+        {"text": ["Plain answer."], "finish_reason": "stop"},
+        {"text": ["Again."], "finish_reason": "stop"},
+    ])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    _, done = drain(client, tools=tool_specs(), call_required=True)
+    _, later = drain(client, tools=tool_specs(), call_required=True)
+
+    assert (done.text, later.text) == ("Plain answer.", "Again.")
+    assert ["response_format" in body for body in server.requests()] == [True, False, False]
+    assert all(body["tools"] for body in server.requests()) and client.supports_tools is True
+    assert client.supports_call_schema is False
+
+
+def test_a_failure_that_is_not_the_schemas_is_raised_and_the_schema_kept(scripted):
+    server = scripted([
+        {"status": 404, "error": "model not found"},
+        {"status": 404, "error": "model not found"},
+    ])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    with pytest.raises(ChatError) as info:
+        drain(client, tools=tool_specs(), call_required=True)
+
+    assert info.value.kind == HTTP_4XX and "model not found" in str(info.value)
+    assert client.supports_call_schema is True
+
+
+def test_a_server_refusing_tools_is_no_tools_even_when_a_call_is_required(scripted):
+    server = scripted([{"status": 400, "error": "tools param requires --jinja flag"}])
+    client = OpenAIChatClient(server.base_url, "scripted")
+
+    with pytest.raises(ChatError) as info:
+        drain(client, tools=tool_specs(), call_required=True)
+
+    assert info.value.kind == NO_TOOLS and client.supports_tools is False
+    assert len(server.requests()) == 1

@@ -1,0 +1,81 @@
+"""What the agent does for small models: the first model call after the user's message must
+be a call (``agent.look_first``), and a request that ends with tool results carries the
+result note (``agent.result_note``), sent and never stored.
+
+Real store files and real tools on a real folder; the chat model is the scripted double
+``helpers.ScriptedModel``, which records every request and whether its reply had to be a call."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from helpers import ScriptedModel
+
+from hermes_tui.config import Config
+from hermes_tui.core.transcript import wire_view
+from hermes_tui.session.agent import COMPLETED, RESULT_NOTE, AgentTurn, Tools
+from hermes_tui.session.wiring import open_session
+from hermes_tui.store import Store
+from hermes_tui.tools.approval import Mode
+from hermes_tui.tools.builtin import builtin_registry
+from hermes_tui.tools.workspace import Workspace
+
+
+def read(call_id: str, path: str) -> list[dict]:
+    return [{"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]
+
+
+def run_turns(tmp_path: Path, turns: list[tuple[str, list]], **agent) -> tuple[ScriptedModel, list]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    overrides = {"auxiliary.compression.provider": "extractive", **{f"agent.{k}": v for k, v in agent.items()}}
+    store = Store(tmp_path / "state.db")
+    session = open_session(Config().with_overrides(overrides), store, title="t", chat=ScriptedModel())
+    model = ScriptedModel([reply for _, replies in turns for reply in replies])
+    session.chat = model
+    tools = Tools(registry=builtin_registry(), workspace=Workspace(ws), mode=Mode.FULL)
+    try:
+        for text, _ in turns:
+            session.add_user_message(text)
+            turn = AgentTurn(session, tools, max_steps=10)
+            assert turn.run().outcome == COMPLETED
+            turn.passes.settle()
+        in_memory = wire_view(session.conv.messages)
+    finally:
+        session.close()
+        store.close()
+    with sqlite3.connect(tmp_path / "state.db") as db:  # what the store file holds
+        stored = [content for (content,) in db.execute("SELECT content FROM messages")]
+    return model, [*in_memory, *stored]
+
+
+TWO_TURNS = [
+    ("Which file defines add?", [("", read("c1", "calc.py")), ("calc.py defines add.", None)]),
+    ("And what does it return?", [("", read("c2", "calc.py")), ("", read("c3", "calc.py")), ("a + b.", None)]),
+]
+
+
+def test_the_first_call_after_each_user_message_must_be_a_call_and_no_other(tmp_path, hermes_home):
+    model, _ = run_turns(tmp_path, TWO_TURNS)
+    assert model.call_required == [True, False, True, False, False]
+
+
+def test_requests_ending_with_results_carry_the_note_and_the_transcript_does_not(tmp_path, hermes_home):
+    model, stored = run_turns(tmp_path, TWO_TURNS)
+    ends = [request[-1] for request in model.requests]
+    assert [m["role"] for m in ends] == ["user", "tool", "user", "tool", "tool"]
+    for message in ends:
+        assert message["content"].endswith(RESULT_NOTE) == (message["role"] == "tool")
+    # only the last message of a request carries it: the earlier results go out as stored
+    last = model.requests[-1]
+    assert [m["content"].endswith(RESULT_NOTE) for m in last if m["role"] == "tool"] == [False, False, True]
+    assert not any(RESULT_NOTE.strip() in json.dumps(m) for m in stored)
+
+
+def test_both_are_settings(tmp_path, hermes_home):
+    model, _ = run_turns(tmp_path, TWO_TURNS, look_first=False, result_note=False)
+    assert model.call_required == [False] * 5
+    assert not any(RESULT_NOTE.strip() in json.dumps(request) for request in model.requests)
