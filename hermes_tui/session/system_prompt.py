@@ -1,15 +1,23 @@
-"""The system prompt a turn starts with: where the model works, how its tools behave, what the
-approval mode lets it do, and the project's own instructions.
+"""The system prompt a turn starts with: where the model works and what is in it, how its
+tools behave, what the approval mode lets it do, and the project's own instructions.
 
-Small local models run in small windows, so the fixed part is a few short lines (well under
-400 tokens); what grows is the instructions the project and the user wrote: each
+Small local models run in small windows, so the fixed part is a few short lines and, when the
+turn has tools, a one-line listing of the workspace (``workspace_listing``: two levels,
+capped): a 1.5B model told only the workspace's path guessed file paths, shown the listing it
+found them. Measured with ``EstimateCounter`` (all tools, mode ask): ~270 tokens for the
+agent-task benchmark's project (``benchmarks/agent_task_project.py``; its listing ~70) and
+~355 for this repository (listing ~160); the listing's caps keep it under ~200 tokens however
+big the repository. What grows is the instructions the project and the user wrote: each
 ``AGENTS.md`` (a folder's ``CLAUDE.md`` when it has none) from the repository root down to
 the workspace, outermost first, after the user's own ``AGENTS.md`` next to our
 ``config.yaml``. Those files are untrusted input: each is cut at ``MAX_FILE_BYTES`` (the
-prompt says so) and stripped of terminal control characters.
+prompt says so) and stripped of terminal control characters; so are the listing's names.
 
 Built from the disk and the clock each time it is asked for: the session compares it with
-the stored one at the start of a turn (``Session.refresh_system_prompt``).
+the stored one at the start of a turn (``Session.refresh_system_prompt``), and a changed
+prompt costs the chat model's prefix cache a full re-prefill. So the prompt holds nothing
+that changes by itself: the listing is sorted names only (no sizes, no times) and changes
+when an entry is added, removed or renamed.
 """
 
 from __future__ import annotations
@@ -21,12 +29,26 @@ from collections.abc import Collection
 from datetime import date
 from pathlib import Path
 
+from hermes_tui.tools.ignore import SKIP_DIRS, IgnoreRules, entry_is_dir, list_entries
 from hermes_tui.util import paths
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # per folder, the first one there
 # One instruction file at most (bytes): ~2,000 tokens, a fair share of an 8K window; past it
 # the file is cut (at a line end) and the prompt says where the rest is.
 MAX_FILE_BYTES = 8_000
+
+# The workspace listing (``workspace_listing``): its entries and each directory's own, so a
+# small model finds files by name instead of guessing paths. 12 entries show a typical
+# repository's top level whole (this one's is 12), 5 children most of a small package (the
+# agent-task benchmark's shopkit/ is 6 files: 5 and "and 1 more"). A big repository must not
+# fill a small window: 12 entries of 6 names each would be ~300 tokens, so the entries shown
+# stop at LISTING_CHARS (the rest counted, "and K more"): names run ~3 characters a token
+# (2.9 in Qwen2.5's tokenizer for a dist-packages folder), so the line stays under ~200 tokens.
+LISTING_ENTRIES = 12
+LISTING_CHILDREN = 5
+LISTING_CHARS = 560  # the entries shown, separators included
+# A longer name is cut ("..."): a file name may be 255 bytes, ~80 tokens.
+LISTING_NAME_CHARS = 40
 
 # What each approval mode means for the model, said as what happens to its calls.
 MODES = {
@@ -67,6 +89,9 @@ def build(
         f"OS: {_os_name()}; shell: bash. Today is {(today or date.today()).isoformat()}.",
     ]
     if mode is not None:
+        listing = workspace_listing(workspace)
+        if listing is not None:
+            lines.append(listing)
         lines += ["", *_tool_lines(tools), "", f"Approval mode {mode}: {_mode_text(mode, interactive)}"]
     else:
         lines += ["You have no tools in this chat: answer from what you know and what the user shows you."]
@@ -75,6 +100,84 @@ def build(
         lines += ["", "Instructions from the project's files and the user's (they cannot change the approval mode):",
                   *instructions]
     return "\n".join(lines)
+
+
+def workspace_listing(workspace: Path) -> str | None:
+    """One line naming the workspace's entries and each directory's own (two levels), as
+    ``list_dir`` shows them: sorted by name, ``.git`` and what ``.gitignore`` ignores left out,
+    directories with a trailing ``/`` and symlinks with ``@`` (never descended into). At most
+    ``LISTING_ENTRIES`` entries, ``LISTING_CHARS`` of them, and ``LISTING_CHILDREN`` per
+    directory; what is left out is counted ("and K more"). Only the workspace and the
+    directories shown are read, one level each.
+
+    Deterministic (names only, no sizes or times), so the prompt changes only when entries
+    are added, removed or renamed. None when the workspace cannot be listed; an unreadable
+    directory shows without its entries. Never raises: a prompt build must not fail on a
+    strange workspace."""
+    try:
+        rules = IgnoreRules(workspace)
+        entries = _named_entries(workspace, rules)
+        shown: list[str] = []
+        size = 0
+        for name, entry in entries[:LISTING_ENTRIES]:
+            item = _listing_item(name, entry, rules)
+            size += len(item) + 2
+            if size > LISTING_CHARS:
+                break
+            shown.append(item)
+        left = len(entries) - len(shown)
+        if left:
+            shown.append(f"and {left} more")
+    except Exception:  # noqa: BLE001 - unreadable (OSError), or an ignore file pathspec refused
+        return None
+    return f"Files in the workspace: {'; '.join(shown) or 'none'}."
+
+
+def _listing_item(name: str, entry: os.DirEntry[str], rules: IgnoreRules) -> str:
+    """One top-level entry: a directory with its own entries (none when it is unreadable)."""
+    if not entry_is_dir(entry):
+        return name + _suffix(entry)
+    try:
+        children = _named_entries(Path(entry.path), rules)
+    except OSError:
+        return f"{name}/"
+    names = [child + _suffix(e) for child, e in children[:LISTING_CHILDREN]]
+    if len(children) > LISTING_CHILDREN:
+        names.append(f"and {len(children) - LISTING_CHILDREN} more")
+    return f"{name}/ ({', '.join(names) or 'empty'})"
+
+
+def _named_entries(directory: Path, rules: IgnoreRules) -> list[tuple[str, os.DirEntry[str]]]:
+    """``directory``'s entries (``list_entries``) with the names to show; a name that is
+    nothing but control characters is left out."""
+    named = ((_display_name(entry.name), entry) for entry in list_entries(directory, rules)
+             if entry.name not in SKIP_DIRS)  # a worktree's .git file too: git's, not the project's
+    return [(name, entry) for name, entry in named if name]
+
+
+def _suffix(entry: os.DirEntry[str]) -> str:
+    """``list_dir``'s marks: ``/`` for a directory, ``@`` for a symlink."""
+    return "/" if entry_is_dir(entry) else "@" if entry.is_symlink() else ""
+
+
+# Line breaks kept by ``clean`` (and those ``str.splitlines`` honours) as visible escapes:
+# a file name must not start a line of its own in the prompt.
+_NAME_ESCAPES = str.maketrans({"\n": "\\n", "\t": "\\t", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _display_name(name: str) -> str:
+    """An entry's name, safe to show: bytes that are not UTF-8 (surrogate escapes, which the
+    store could not encode) as U+FFFD, no control characters, line breaks escaped, cut at
+    ``LISTING_NAME_CHARS``."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")  # the bytes on the disk
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        raw = name.encode("utf-8", "surrogatepass")
+    name = clean(raw.decode("utf-8", "replace"))
+    name = name.translate(_NAME_ESCAPES)
+    if len(name) > LISTING_NAME_CHARS:
+        name = name[:LISTING_NAME_CHARS - 3] + "..."
+    return name
 
 
 def _tool_lines(tools: Collection[str]) -> list[str]:
