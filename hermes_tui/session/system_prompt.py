@@ -39,13 +39,13 @@ MAX_FILE_BYTES = 8_000
 
 # The workspace listing (``workspace_listing``): its entries and each directory's own, so a
 # small model finds files by name instead of guessing paths. 12 entries show a typical
-# repository's top level whole (this one's is 12), 5 children most of a small package (the
-# agent-task benchmark's shopkit/ is 6 files: 5 and "and 1 more"). A big repository must not
+# repository's top level whole (this one's is 12), 8 children a small package whole (the
+# agent-task benchmark's shopkit/ is 6 files; its tasks name files a model must find). A big repository must not
 # fill a small window: 12 entries of 6 names each would be ~300 tokens, so the entries shown
 # stop at LISTING_CHARS (the rest counted, "and K more"): names run ~3 characters a token
 # (2.9 in Qwen2.5's tokenizer for a dist-packages folder), so the line stays under ~200 tokens.
 LISTING_ENTRIES = 12
-LISTING_CHILDREN = 5
+LISTING_CHILDREN = 8
 LISTING_CHARS = 560  # the entries shown, separators included
 # A longer name is cut ("..."): a file name may be 255 bytes, ~80 tokens.
 LISTING_NAME_CHARS = 40
