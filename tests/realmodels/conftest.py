@@ -1,4 +1,5 @@
-"""The real-model tests: llama-server on Qwen2.5-Coder-0.5B-Instruct, once per run.
+"""The real-model tests: llama-server on Qwen2.5-Coder-0.5B-Instruct (compaction) and on
+Qwen2.5-Coder-1.5B-Instruct (the agent: the first-run screen's choice), each once per run.
 
 Deselected by the plain ``uv run pytest`` (the ``realmodels`` marker); ``.ci/run`` runs
 ``../shared/realmodels/setup`` and then ``uv run pytest -m realmodels``. Without the models
@@ -10,13 +11,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.llama_server import SMALL_MODEL, LlamaServer, RealModelsMissing, start_llama_server
+from support.llama_server import LARGE_MODEL, SMALL_MODEL, LlamaServer, RealModelsMissing, start_llama_server
 
 
 @pytest.fixture(scope="session")
 def small_model_server(tmp_path_factory) -> Iterator[LlamaServer]:
     try:
         server = start_llama_server(SMALL_MODEL, tmp_path_factory.mktemp("llama_server"))
+    except RealModelsMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def coder_model_server(tmp_path_factory) -> Iterator[LlamaServer]:
+    """The 1.5B model at temperature 0: the agent's test asks for one outcome of a sampled
+    run, and greedy decoding makes that outcome the same on every run of this build."""
+    try:
+        server = start_llama_server(LARGE_MODEL, tmp_path_factory.mktemp("llama_server"), extra=("--temp", "0"))
     except RealModelsMissing as exc:
         pytest.fail(str(exc), pytrace=False)
     try:

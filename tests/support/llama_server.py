@@ -44,8 +44,10 @@ class LlamaServer:
         stop_server(self.process)
 
 
-def start_llama_server(model: str, log_dir: Path, *, port: int | None = None) -> LlamaServer:
-    """Start ``llama-server`` on ``model`` (a name under models/) and wait for one completion."""
+def start_llama_server(model: str, log_dir: Path, *, port: int | None = None,
+                       extra: tuple[str, ...] = ()) -> LlamaServer:
+    """Start ``llama-server`` on ``model`` (a name under models/) and wait for one completion;
+    ``extra``: more of its arguments (``--temp 0`` for a reply that does not vary)."""
     root_dir = realmodels_dir()
     server = root_dir / "llama.cpp" / "build" / "bin" / "llama-server"
     gguf = root_dir / "models" / f"{model}.gguf"
@@ -56,7 +58,7 @@ def start_llama_server(model: str, log_dir: Path, *, port: int | None = None) ->
     log_path = log_dir / f"llama-server-{port}.log"
     command = [
         str(server), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-c", "32768", "-np", "2",
-        "--jinja", "-t", str(os.cpu_count() or 2), "--alias", model,
+        "--jinja", "-t", str(os.cpu_count() or 2), "--alias", model, *extra,
     ]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
