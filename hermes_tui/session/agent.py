@@ -84,6 +84,7 @@ from hermes_tui.tools.approval import (
     rule_for,
 )
 from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
+from hermes_tui.tools.read_record import ReadRecord
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import OutsideApprover, Workspace
 from hermes_tui.util.logs import get_logger
@@ -157,6 +158,9 @@ class Tools:
     max_output_bytes: int = 32_000
     shell_timeout_s: float = 120.0
     mcp: McpManager | None = None  # its ready servers' tools join ``registry`` before each request
+    # The files the model read in this conversation: edits apply only to those, as they were
+    # read (tools/read_record.py). One for the conversation, so a read counts in later turns.
+    read_record: ReadRecord = field(default_factory=ReadRecord)
     # The private temp dir of this conversation's commands (TMPDIR), made at the first call.
     tmpdir: str | None = field(default=None, init=False, repr=False)
     sandbox_noticed: bool = field(default=False, init=False)  # "no sandbox here" is said once
@@ -207,7 +211,7 @@ class Tools:
     def context(self, cancel: threading.Event, approve_outside: OutsideApprover | None = None) -> ToolContext:
         return ToolContext(workspace=self.workspace, cancel=cancel, max_output_bytes=self.max_output_bytes,
                            shell_timeout_s=self.shell_timeout_s, approve_outside=approve_outside,
-                           sandbox=self.sandbox())
+                           sandbox=self.sandbox(), read_record=self.read_record)
 
 
 @dataclass

@@ -24,6 +24,8 @@ from typing import Any, ClassVar, Protocol
 
 from hermes_tui.core.transcript import Message
 
+from .read_record import ReadRecord
+
 # The boundary's own names are part of this interface too (`X as X`: re-exported).
 from .workspace import OutsideAccess as OutsideAccess
 from .workspace import OutsideApprover as OutsideApprover
@@ -140,6 +142,10 @@ class ToolContext:
     # The OS sandbox every command runs in (the agent always sets one; in full mode it
     # leaves commands as they are). None: commands run unconfined (tests of the tools).
     sandbox: CommandSandbox | None = None
+    # The files read in this session (read_record.py says why): edit_file and write_file
+    # change an existing file only when it was read and has not changed since. The agent
+    # always sets one, kept for the whole conversation. None: no such guard (tests of the tools).
+    read_record: ReadRecord | None = None
 
     @property
     def max_output_tokens(self) -> int:

@@ -4,6 +4,12 @@ Paths are relative to the workspace (absolute ones are accepted and checked the 
 way); every one goes through ``Workspace.check``. Output is sized for a model's context:
 reads are numbered and capped with a note saying how to read on, listings are capped
 with a count of what was left out.
+
+Read before edit: with a ``context.read_record`` (the agent always sets one), ``edit_file``
+and ``write_file`` change an existing file only when ``read_file`` read it in this session
+and it has not changed since (``read_record`` says why); the refusal comes from ``_plan``,
+which ``preview`` calls too, so it comes before the user is asked to approve anything. A
+read of any part counts; what our tools write counts as read.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 from .base import Tool, ToolContext, ToolError, ToolKind, ToolResult
 from .ignore import IgnoreRules, entry_is_dir, list_entries, walk_files
+from .read_record import Seen, stamp
 
 # A file is binary when its first bytes hold a NUL (as git and ripgrep decide).
 BINARY_SNIFF_BYTES = 8192
@@ -76,7 +83,8 @@ class ReadFile(Tool):
         path = ws.check(given, context, tool=self.name, purpose="read")
         _require_file(path, given)
         shown = ws.display(path)
-        size = path.stat().st_size
+        before = stamp(path)  # taken before reading: a change made while we read is a change
+        size = before[1]
         if is_binary(path):
             return ToolResult(content=f"{shown} is a binary file ({_size_text(size)}); not shown",
                               bytes=size, paths=(shown,))
@@ -107,10 +115,12 @@ class ReadFile(Tool):
                 out.append(entry)
                 used += cost
                 last = number
+        if offset > total and total:
+            raise ToolError(f"{given} has {total} lines; offset {offset} is past the end")
+        if context.read_record is not None:
+            context.read_record.record(path, before)
         if total == 0:
             return ToolResult(content=f"{shown} is empty", paths=(shown,))
-        if offset > total:
-            raise ToolError(f"{given} has {total} lines; offset {offset} is past the end")
         content = "".join(out)
         truncated = last < total
         if truncated:
@@ -223,6 +233,26 @@ def _read_text(path: Path, given: str) -> str:
         raise ToolError(f"{given} is not UTF-8 text; it cannot be edited safely") from None
 
 
+def _require_read(path: Path, shown: str, context: ToolContext, doing: str) -> None:
+    """Refuse to change the existing file ``path`` unless the model read it in this session
+    and it is as it was then (no record in ``context``: no such rule)."""
+    record = context.read_record
+    if record is None:
+        return
+    seen = record.check(path)
+    if seen is Seen.UNREAD:
+        raise ToolError(f"read {shown} with read_file before {doing} it "
+                        "(edits apply only to a file read in this session)")
+    if seen is Seen.CHANGED:
+        raise ToolError(f"{shown} changed since it was read; read it again before {doing} it")
+
+
+def _record_write(path: Path, context: ToolContext) -> None:
+    """What our tool just wrote the model knows: the next edit needs no read."""
+    if context.read_record is not None:
+        context.read_record.record(path)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` next to ``path`` and rename over it: never a half-written file."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
@@ -246,7 +276,8 @@ class EditFile(Tool):
     kind = ToolKind.EDIT
     description = ("Replace exact text in a file. old_string must match the file exactly "
                    "(whitespace included) and occur once, unless replace_all is true. "
-                   "Read the file first.")
+                   "Read the file with read_file first: an edit of a file not read in this "
+                   "session is refused.")
     parameters = _schema({
         "path": _path_param("File path, relative to the workspace"),
         "old_string": {"type": "string", "minLength": 1, "description": "The exact text to replace"},
@@ -263,6 +294,8 @@ class EditFile(Tool):
         path = ws.check(given, context, tool=self.name, purpose="write")
         _require_file(path, given)
         old_text = _read_text(path, given)
+        shown = ws.display(path)
+        _require_read(path, shown, context, "editing")
         old, new = arguments["old_string"], arguments["new_string"]
         if old == new:
             raise ToolError("old_string and new_string are the same; nothing to change")
@@ -277,7 +310,6 @@ class EditFile(Tool):
             raise ToolError(f"old_string occurs {count} times in {given}; include more context "
                             "to make it unique, or set replace_all")
         new_text = old_text.replace(old, new)
-        shown = ws.display(path)
         return path, shown, new_text, count, unified_diff(old_text, new_text, shown)
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
@@ -287,6 +319,7 @@ class EditFile(Tool):
         path, shown, new_text, count, diff = self._plan(arguments, context)
         context.check_cancel()
         write_atomically(path, new_text)
+        _record_write(path, context)
         added, removed = _diff_counts(diff)
         times = "1 replacement" if count == 1 else f"{count} replacements"
         return ToolResult(content=f"edited {shown}: {times} (+{added} -{removed} lines)\n",
@@ -297,7 +330,8 @@ class WriteFile(Tool):
     name = "write_file"
     kind = ToolKind.EDIT
     description = ("Write a whole file, creating it (and its directories) or replacing it. "
-                   "For a change to part of a file use edit_file.")
+                   "For a change to part of a file use edit_file. An existing file must be "
+                   "read with read_file first.")
     parameters = _schema({
         "path": _path_param("File path, relative to the workspace"),
         "content": {"type": "string", "description": "The file's full new content"},
@@ -315,6 +349,8 @@ class WriteFile(Tool):
         created = not path.exists()
         old_text = "" if created else _read_text(path, given)
         shown = ws.display(path)
+        if not created:
+            _require_read(path, shown, context, "writing over")
         return path, shown, created, unified_diff(old_text, arguments["content"], shown, created=created)
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
@@ -327,6 +363,7 @@ class WriteFile(Tool):
         path.parent.mkdir(parents=True, exist_ok=True)
         content = arguments["content"]
         write_atomically(path, content)
+        _record_write(path, context)
         size = len(content.encode("utf-8"))
         verb = "created" if created else "wrote"
         return ToolResult(content=f"{verb} {shown} ({size} bytes)\n", bytes=size,

@@ -137,6 +137,7 @@ def test_a_path_outside_asks_even_in_full_mode_and_is_used_only_when_approved(sc
 def test_an_edit_is_asked_on_its_diff_and_one_that_cannot_apply_is_not_asked(scripted, hermes_home, layout):
     workspace, _ = layout
     server = scripted([
+        calls(call("read_file", "r1", path="notes.txt")),  # edits apply only to a file read first
         calls(call("edit_file", "e1", path="notes.txt", old_string="hello", new_string="goodbye"),
               call("edit_file", "e2", path="notes.txt", old_string="not there", new_string="x"),
               call("edit_file", "e3", path="notes.txt", old_string="world", new_string="there")),

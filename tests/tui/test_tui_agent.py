@@ -77,6 +77,7 @@ async def prompt(pilot, app) -> ApprovalScreen:
 @app_test
 async def test_an_edit_is_approved_on_its_diff_and_runs(servers, store, workspace, hermes_home):
     server = servers.start([
+        calls(call("read_file", "call_read", path="notes.txt")),  # edits apply only to a file read first
         calls(call("edit_file", "call_edit", path="notes.txt", old_string="colour: red", new_string="colour: blue")),
         answer("Changed the colour to blue."),
     ])
@@ -96,13 +97,15 @@ async def test_an_edit_is_approved_on_its_diff_and_runs(servers, store, workspac
         await settle(pilot, screen)
 
         assert workspace.joinpath("notes.txt").read_text() == "colour: blue\nsize: small\n"
-        assert [r["status"] for r in tool_results(screen)] == ["ok"]
-        (row,) = screen.query(ToolCallView)
+        assert [r["status"] for r in tool_results(screen)] == ["ok", "ok"]
+        read_row, row = screen.query(ToolCallView)
+        assert read_row.tool_name == "read_file"
         assert row.tool_name == "edit_file" and "✓" in row.outcome.plain and row.state == "done"
-        assert [type(v) for v in views(screen)][:5] == [
-            SystemMessage, UserMessage, AssistantMessage, ToolResultMessage, AssistantMessage]
+        assert [type(v) for v in views(screen)][:7] == [
+            SystemMessage, UserMessage, AssistantMessage, ToolResultMessage, AssistantMessage, ToolResultMessage,
+            AssistantMessage]
         assert screen.session.conv.messages[-1].content == "Changed the colour to blue."
-        tool_message = server.requests()[1]["messages"][-1]
+        tool_message = server.requests()[2]["messages"][-1]
         assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_edit"
 
 
