@@ -16,8 +16,8 @@ its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
 
 Small models: the first model call after the user's message must be a call to an offered
 tool (``agent.look_first``; the client holds the model to ``chat.call_schema``), and a
-request that ends with tool results carries ``RESULT_NOTE`` after them (``agent.result_note``;
-not stored). Measured on Qwen2.5-Coder-1.5B (``benchmarks/bench_agent_tasks.py``): without
+request that ends with tool results carries ``RESULT_NOTE`` after them, ``ERROR_NOTE`` after
+one that failed (``agent.result_note``; not stored). Measured on Qwen2.5-Coder-1.5B (``benchmarks/bench_agent_tasks.py``): without
 the first, it answered most questions about the workspace without looking; without the
 second, it echoed the result in its template's ``<tool_response>`` tags or called the same
 tool again instead of answering.
@@ -83,7 +83,7 @@ from hermes_tui.tools.approval import (
     decide,
     rule_for,
 )
-from hermes_tui.tools.base import ToolContext, ToolKind, ToolResult, tool_message
+from hermes_tui.tools.base import Status, ToolContext, ToolKind, ToolResult, tool_message
 from hermes_tui.tools.read_record import ReadRecord
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import OutsideApprover, Workspace
@@ -236,6 +236,10 @@ def always_rule(request: ApprovalRequest) -> Rule | None:
 # tells the model the result is there to be used, and that answering ends the turn.
 RESULT_NOTE = ("\n\n[If this result answers the user's question, answer now in plain words. "
                "Otherwise call the next tool.]")
+# After a call that failed (an error result: the model can correct it): told to answer, the
+# same model wrote the error back as its answer ("read shopkit/pricing.py with read_file
+# before editing it").
+ERROR_NOTE = "\n\n[That call failed. Call a tool again as the message says, or answer if it cannot be done.]"
 
 
 # What one reply may ask for. 2,000 calls in one reply, or a 20 MB write_file argument,
@@ -410,9 +414,13 @@ class AgentTurn:
         tools = extra.get("tools")
         agent = self.session.config.agent
         with self.session.lock:
-            last = self.session.conv.messages[-1].role if self.session.conv.messages else None
+            last_message = self.session.conv.messages[-1] if self.session.conv.messages else None
+        last = last_message.role if last_message is not None else None
         call_required = bool(tools) and agent.look_first and last == "user"
-        note = RESULT_NOTE if tools and agent.result_note and last == "tool" else None
+        note = None
+        if tools and agent.result_note and last_message is not None and last == "tool":
+            failed = (last_message.meta.get("tool") or {}).get("status") == Status.ERROR.value
+            note = ERROR_NOTE if failed else RESULT_NOTE
         for event in self.session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=tools,
                                              listener=self.listener, settle=self.passes.settle,
                                              call_required=call_required, note=note):

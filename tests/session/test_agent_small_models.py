@@ -15,7 +15,7 @@ from helpers import ScriptedModel
 
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import wire_view
-from hermes_tui.session.agent import COMPLETED, RESULT_NOTE, AgentTurn, Tools
+from hermes_tui.session.agent import COMPLETED, ERROR_NOTE, RESULT_NOTE, AgentTurn, Tools
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.tools.approval import Mode
@@ -79,3 +79,11 @@ def test_both_are_settings(tmp_path, hermes_home):
     model, _ = run_turns(tmp_path, TWO_TURNS, look_first=False, result_note=False)
     assert model.call_required == [False] * 5
     assert not any(RESULT_NOTE.strip() in json.dumps(request) for request in model.requests)
+
+
+def test_after_a_call_that_failed_the_note_says_to_call_again(tmp_path, hermes_home):
+    turns = [("What is in notes.py?", [("", read("c1", "notes.py")), ("", read("c2", "calc.py")), ("Only add.", None)])]
+    model, _ = run_turns(tmp_path, turns)
+    failed, worked = model.requests[1][-1], model.requests[2][-1]
+    assert "no such file" in failed["content"] and failed["content"].endswith(ERROR_NOTE)
+    assert worked["content"].endswith(RESULT_NOTE)
