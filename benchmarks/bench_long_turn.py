@@ -87,7 +87,7 @@ class ScriptedChat:
     def __init__(self, replies):
         self.replies = list(replies)
 
-    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, call_required=False):
+    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, must_call=None):
         time.sleep(0.001)
         text, calls = self.replies.pop(0) if self.replies else ("(script ran out)", None)
         yield ChatDelta(text)

@@ -184,15 +184,16 @@ class ScriptedModel:
         self.replies: list = list(replies or [])
         self.on_request = on_request
         self.requests: list[list[dict]] = []
-        self.call_required: list[bool] = []  # per request: whether its reply had to be a call
+        # per request: the tools its reply had to be a call to (None: free)
+        self.must_call: list[list[str] | None] = []
 
-    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, call_required=False):
+    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, must_call=None):
         from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
 
         check_request(messages)
         assert tools, "the tools go with every request"
         self.requests.append(messages)
-        self.call_required.append(call_required)
+        self.must_call.append([spec["function"]["name"] for spec in must_call] if must_call else None)
         if self.on_request:
             self.on_request(messages)
         text, calls = self.replies.pop(0) if self.replies else ("(script ran out)", None)

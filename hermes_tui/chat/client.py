@@ -202,16 +202,16 @@ class ChatClient(Protocol):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
-        call_required: bool = False,
+        must_call: list[dict[str, Any]] | None = None,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         """Yield ``ChatDelta`` and ``ChatToolDelta`` pieces, then exactly one ``ChatDone``.
 
         ``max_tokens`` None: the client's own ``max_tokens``. ``tools``: the OpenAI
         ``tools=[...]`` list (``ToolRegistry.specs()``); None or empty: a text-only call.
-        ``call_required``: the reply must be one call to one of ``tools`` (the agent's first
-        step, ``agent.look_first``); a client holds the model to it as its backend can
-        (``chat.call_schema``), the call possibly written as text, and one that cannot
-        ignores it.
+        ``must_call``: the reply must be one call to one of these specs, offered in ``tools``
+        too (the agent's first step, ``agent.look_first``); a client holds the model to it
+        as its backend can (``chat.call_schema``), the call possibly written as text, and
+        one that cannot ignores it.
         Raises ``ChatError``; kind ``CANCELLED`` when ``cancel`` was set mid-call,
         ``NO_TOOLS`` when the endpoint refused the request because of ``tools``.
         Closing the iterator early releases the call's resources.
@@ -234,12 +234,12 @@ class ChatClient(Protocol):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
-        call_required: bool = False,
+        must_call: list[dict[str, Any]] | None = None,
     ) -> ChatDone:
         """The whole reply at once (consumes ``stream``). Raises ``ChatError``."""
         return collect(
             self.stream(messages, max_tokens=max_tokens, stop=stop, cancel=cancel, tools=tools,
-                        call_required=call_required),
+                        must_call=must_call),
             model_name=getattr(self, "model_name", "?"),
         )
 

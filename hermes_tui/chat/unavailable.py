@@ -39,7 +39,7 @@ class UnavailableChat(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
-        call_required: bool = False,
+        must_call: list[dict[str, Any]] | None = None,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         raise ChatError(UNAVAILABLE, str(self.error)) from self.error
         yield  # pragma: no cover - makes this a generator, like every provider's stream
@@ -52,6 +52,6 @@ class UnavailableChat(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
-        call_required: bool = False,
+        must_call: list[dict[str, Any]] | None = None,
     ) -> ChatDone:
         raise ChatError(UNAVAILABLE, str(self.error)) from self.error

@@ -242,6 +242,16 @@ RESULT_NOTE = ("\n\n[If this result answers the user's question, answer now in p
 ERROR_NOTE = "\n\n[That call failed. Call a tool again as the message says, or answer if it cannot be done.]"
 
 
+def first_calls(specs: list[dict[str, Any]], tools: Tools | None) -> list[dict[str, Any]]:
+    """The tools the first call of a turn may be to: those offered that can succeed.
+    ``edit_file`` cannot before any file was read in the session (``tools.read_record``):
+    held to a call, the 1.5B model edited with a guessed ``old_string`` first, was refused,
+    and then explained how to edit instead of reading."""
+    if tools is not None and not tools.read_record:
+        return [spec for spec in specs if spec.get("function", {}).get("name") != "edit_file"]
+    return specs
+
+
 # What one reply may ask for. 2,000 calls in one reply, or a 20 MB write_file argument,
 # left a session that could send nothing more (every request over the window) and a 39 MB
 # database; no real step needs either. Calls beyond the first MAX_CALLS_PER_REPLY are not
@@ -416,14 +426,14 @@ class AgentTurn:
         with self.session.lock:
             last_message = self.session.conv.messages[-1] if self.session.conv.messages else None
         last = last_message.role if last_message is not None else None
-        call_required = bool(tools) and agent.look_first and last == "user"
+        must_call = first_calls(tools, self.tools) if tools and agent.look_first and last == "user" else None
         note = None
         if tools and agent.result_note and last_message is not None and last == "tool":
             failed = (last_message.meta.get("tool") or {}).get("status") == Status.ERROR.value
             note = ERROR_NOTE if failed else RESULT_NOTE
         for event in self.session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=tools,
                                              listener=self.listener, settle=self.passes.settle,
-                                             call_required=call_required, note=note):
+                                             must_call=must_call, note=note):
             if isinstance(event, ChatDelta):
                 parts.append(event.text)
                 self.listener.text(event.text)

@@ -122,19 +122,20 @@ def request_size(session: Session, tools: list[dict[str, Any]] | None, reply: in
 def guarded_stream(
     session: Session, *, max_tokens: int | None, cancel: threading.Event | None,
     tools: list[dict[str, Any]] | None = None, listener: FitListener | None = None,
-    settle: Callable[[], None] | None = None, call_required: bool = False, note: str | None = None,
+    settle: Callable[[], None] | None = None, must_call: list[dict[str, Any]] | None = None,
+    note: str | None = None,
 ) -> Iterator[Any]:
     """``session.chat.stream`` of the transcript, guarded (see the module). Raises ChatError.
 
-    ``call_required``: passed on to the client (``ChatClient.stream``). ``note``: text added
+    ``must_call``: passed on to the client (``ChatClient.stream``). ``note``: text added
     to the request's last message when that is a tool result (not stored)."""
     listener = listener or FitListener()
     reply = max_tokens if max_tokens is not None else getattr(session.chat, "max_tokens", 0) or 0
     if note:
         reply += session.conv.counter.count_text(note)
     extra: dict[str, Any] = {"tools": tools} if tools else {}
-    if call_required:
-        extra["call_required"] = True
+    if must_call:
+        extra["must_call"] = must_call
     make_room(session, tools, reply, listener, settle)
     retried = False
     while True:

@@ -273,11 +273,11 @@ class Session:
     def model_call(
         self, *, max_tokens: int | None, cancel: threading.Event | None, tools: list[dict[str, Any]] | None = None,
         listener: FitListener | None = None, settle: Callable[[], None] | None = None,
-        call_required: bool = False, note: str | None = None,
+        must_call: list[dict[str, Any]] | None = None, note: str | None = None,
     ) -> Iterator[Any]:
         """The one way to the model: the transcript, guarded (``session.fit.guarded_stream``)."""
         return guarded_stream(self, max_tokens=max_tokens, cancel=cancel, tools=tools, listener=listener,
-                              settle=settle, call_required=call_required, note=note)
+                              settle=settle, must_call=must_call, note=note)
 
     @contextmanager
     def streaming(self) -> Iterator[None]:

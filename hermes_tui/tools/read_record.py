@@ -61,6 +61,11 @@ class ReadRecord:
         with self._lock:
             self._stamps[path] = then
 
+    def __bool__(self) -> bool:
+        """Whether any file was read (or written) in the session: an edit can succeed only then."""
+        with self._lock:
+            return bool(self._stamps)
+
     def check(self, path: Path) -> Seen:
         """How ``path`` (resolved) stands: unread, changed since it was read, or current."""
         with self._lock:

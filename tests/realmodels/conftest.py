@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.llama_server import LARGE_MODEL, SMALL_MODEL, LlamaServer, RealModelsMissing, start_llama_server
+from support.llama_server import (
+    LARGE_MODEL,
+    SMALL_MODEL,
+    LlamaServer,
+    RealModelsMissing,
+    start_llama_server,
+)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """What the agent does for small models: the first model call after the user's message must
-be a call (``agent.look_first``), and a request that ends with tool results carries the
+be a call to a tool that can succeed (``agent.look_first``), and a request that ends with tool results carries the
 result note (``agent.result_note``), sent and never stored.
 
 Real store files and real tools on a real folder; the chat model is the scripted double
@@ -58,9 +58,13 @@ TWO_TURNS = [
 ]
 
 
+ALL = [spec["function"]["name"] for spec in builtin_registry().specs()]
+
+
 def test_the_first_call_after_each_user_message_must_be_a_call_and_no_other(tmp_path, hermes_home):
     model, _ = run_turns(tmp_path, TWO_TURNS)
-    assert model.call_required == [True, False, True, False, False]
+    before_any_read = [name for name in ALL if name != "edit_file"]  # an edit could not succeed
+    assert model.must_call == [before_any_read, None, ALL, None, None]
 
 
 def test_requests_ending_with_results_carry_the_note_and_the_transcript_does_not(tmp_path, hermes_home):
@@ -77,7 +81,7 @@ def test_requests_ending_with_results_carry_the_note_and_the_transcript_does_not
 
 def test_both_are_settings(tmp_path, hermes_home):
     model, _ = run_turns(tmp_path, TWO_TURNS, look_first=False, result_note=False)
-    assert model.call_required == [False] * 5
+    assert model.must_call == [None] * 5
     assert not any(RESULT_NOTE.strip() in json.dumps(request) for request in model.requests)
 
 

@@ -25,7 +25,7 @@ class HeldChat:
         self.streaming = threading.Event()
         self.release = threading.Event()
 
-    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, call_required=False):
+    def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, must_call=None):
         yield ChatDelta("half ")
         self.streaming.set()
         assert self.release.wait(WAIT_S)

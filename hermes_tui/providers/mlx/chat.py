@@ -93,9 +93,9 @@ class MlxChatClient(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
-        call_required: bool = False,
+        must_call: list[dict[str, Any]] | None = None,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
-        # ``call_required`` is not held to: mlx_lm samples without a grammar. The model's
+        # ``must_call`` is not held to: mlx_lm samples without a grammar. The model's
         # own tool-call template is what it has.
         if max_tokens is None:
             max_tokens = self.max_tokens

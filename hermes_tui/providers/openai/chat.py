@@ -161,12 +161,12 @@ class OpenAIChatClient(ChatClient):
         stop: list[str] | None = None,
         cancel: threading.Event | None = None,
         tools: list[dict[str, Any]] | None = None,
-        call_required: bool = False,
+        must_call: list[dict[str, Any]] | None = None,
     ) -> Iterator[ChatDelta | ChatToolDelta | ChatDone]:
         """Yield ``ChatDelta`` per piece of text and ``ChatToolDelta`` per piece of a
         tool call, then one ``ChatDone``.
 
-        ``call_required``: the reply is held to ``chat.call_schema`` by ``response_format``
+        ``must_call``: the reply is held to ``chat.call_schema`` of them by ``response_format``
         (the call comes back as JSON text). An endpoint that refuses the request with it,
         for another reason than its size or its tools, gets the same request once more
         without it, and when that is answered it is not asked again.
@@ -187,8 +187,8 @@ class OpenAIChatClient(ChatClient):
             params["stop"] = list(stop)
         if tools and self.supports_tools:
             params["tools"] = list(tools)
-            if call_required and self.supports_call_schema:
-                params["response_format"] = response_format(tools)
+            if must_call and self.supports_call_schema:
+                params["response_format"] = response_format(must_call)
 
         if cancel is not None and cancel.is_set():
             raise self._reader.cancelled(0)

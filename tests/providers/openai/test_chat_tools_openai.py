@@ -319,7 +319,7 @@ def test_a_required_call_is_asked_for_as_a_json_schema_and_read_from_text(script
     client = OpenAIChatClient(server.base_url, "scripted")
     specs = tool_specs()
 
-    _, done = drain(client, tools=specs, call_required=True)
+    _, done = drain(client, tools=specs, must_call=specs)
     drain(client, tools=specs)
 
     assert done.text == reply  # the agent reads the call (chat.text_tool_calls)
@@ -337,8 +337,8 @@ def test_a_server_refusing_the_schema_is_asked_again_without_it_and_not_again(sc
     ])
     client = OpenAIChatClient(server.base_url, "scripted")
 
-    _, done = drain(client, tools=tool_specs(), call_required=True)
-    _, later = drain(client, tools=tool_specs(), call_required=True)
+    _, done = drain(client, tools=tool_specs(), must_call=tool_specs())
+    _, later = drain(client, tools=tool_specs(), must_call=tool_specs())
 
     assert (done.text, later.text) == ("Plain answer.", "Again.")
     assert ["response_format" in body for body in server.requests()] == [True, False, False]
@@ -354,7 +354,7 @@ def test_a_failure_that_is_not_the_schemas_is_raised_and_the_schema_kept(scripte
     client = OpenAIChatClient(server.base_url, "scripted")
 
     with pytest.raises(ChatError) as info:
-        drain(client, tools=tool_specs(), call_required=True)
+        drain(client, tools=tool_specs(), must_call=tool_specs())
 
     assert info.value.kind == HTTP_4XX and "model not found" in str(info.value)
     assert client.supports_call_schema is True
@@ -365,7 +365,7 @@ def test_a_server_refusing_tools_is_no_tools_even_when_a_call_is_required(script
     client = OpenAIChatClient(server.base_url, "scripted")
 
     with pytest.raises(ChatError) as info:
-        drain(client, tools=tool_specs(), call_required=True)
+        drain(client, tools=tool_specs(), must_call=tool_specs())
 
     assert info.value.kind == NO_TOOLS and client.supports_tools is False
     assert len(server.requests()) == 1
