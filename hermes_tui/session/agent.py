@@ -15,7 +15,8 @@ its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
 (the prose around them is the content), with ``meta["recovered_calls"]`` naming the form.
 
 Small models: the first model call after the user's message must be a call to an offered
-tool (``agent.look_first``; the client holds the model to ``chat.call_schema``), and a
+tool that can succeed, and so must the call after one that failed, once in a row
+(``agent.look_first``; the client holds the model to ``chat.call_schema``), and a
 request that ends with tool results carries ``RESULT_NOTE`` after them, ``ERROR_NOTE`` after
 one that failed (``agent.result_note``; not stored). Measured on Qwen2.5-Coder-1.5B (``benchmarks/bench_agent_tasks.py``): without
 the first, it answered most questions about the workspace without looking; without the
@@ -318,6 +319,7 @@ class AgentTurn:
         self.max_tokens = max_tokens
         self.passes: Passes = passes or BackgroundPasses(session, on_published=self.listener.pass_published)
         self.calls = 0
+        self._retried = False  # the last step was held to a call after a call that failed
 
     # --- the loop ------------------------------------------------------------------------
     def run(self, cancel: threading.Event | None = None) -> AgentResult:
@@ -422,15 +424,7 @@ class AgentTurn:
         """One guarded model call (``Session.model_call``): text and call pieces to the listener."""
         done: ChatDone | None = None
         tools = extra.get("tools")
-        agent = self.session.config.agent
-        with self.session.lock:
-            last_message = self.session.conv.messages[-1] if self.session.conv.messages else None
-        last = last_message.role if last_message is not None else None
-        must_call = first_calls(tools, self.tools) if tools and agent.look_first and last == "user" else None
-        note = None
-        if tools and agent.result_note and last_message is not None and last == "tool":
-            failed = (last_message.meta.get("tool") or {}).get("status") == Status.ERROR.value
-            note = ERROR_NOTE if failed else RESULT_NOTE
+        must_call, note = self._steering(tools) if tools else (None, None)
         for event in self.session.model_call(max_tokens=self.max_tokens, cancel=cancel, tools=tools,
                                              listener=self.listener, settle=self.passes.settle,
                                              must_call=must_call, note=note):
@@ -442,6 +436,25 @@ class AgentTurn:
             else:
                 self.listener.tool_delta(event)
         return done
+
+    def _steering(self, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """For this step: the tools its reply must call (None: free) and the note after the
+        results it answers (None: none). See the module's "Small models"."""
+        agent = self.session.config.agent
+        with self.session.lock:
+            last = self.session.conv.messages[-1] if self.session.conv.messages else None
+        if last is None or last.role not in ("user", "tool"):
+            return None, None
+        failed = last.role == "tool" and (last.meta.get("tool") or {}).get("status") == Status.ERROR.value
+        # Held to a call: after the user's message, and once after a call that failed (a
+        # second failure in a row leaves the model free to say it cannot).
+        held = last.role == "user" or (failed and not self._retried)
+        self._retried = failed and (held or self._retried)
+        must_call = first_calls(tools, self.tools) if agent.look_first and held else None
+        note = None
+        if agent.result_note and last.role == "tool":
+            note = ERROR_NOTE if failed else RESULT_NOTE
+        return must_call, note
 
     def _sandbox_notice(self) -> None:
         """Once per conversation, where commands would run unconfined: that they do, and

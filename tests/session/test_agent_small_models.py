@@ -91,3 +91,13 @@ def test_after_a_call_that_failed_the_note_says_to_call_again(tmp_path, hermes_h
     failed, worked = model.requests[1][-1], model.requests[2][-1]
     assert "no such file" in failed["content"] and failed["content"].endswith(ERROR_NOTE)
     assert worked["content"].endswith(RESULT_NOTE)
+    before_any_read = [name for name in ALL if name != "edit_file"]
+    assert model.must_call == [before_any_read, before_any_read, None]  # held once more after the failure
+
+
+def test_a_second_failure_in_a_row_leaves_the_model_free(tmp_path, hermes_home):
+    turns = [("What is in notes.py?", [("", read("c1", "notes.py")), ("", read("c2", "notes.txt")),
+                                       ("", read("c3", "note.py")), ("", read("c4", "calc.py")), ("Only add.", None)])]
+    model, _ = run_turns(tmp_path, turns)
+    before_any_read = [name for name in ALL if name != "edit_file"]
+    assert model.must_call == [before_any_read, before_any_read, None, None, None]
