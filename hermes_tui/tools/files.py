@@ -132,8 +132,8 @@ class ReadFile(Tool):
 class ListDir(Tool):
     name = "list_dir"
     kind = ToolKind.READ
-    description = ("List a directory: directories end with '/', symlinks with '@'. "
-                   "Skips .git and what .gitignore ignores.")
+    description = ("List a directory: each entry as a path relative to the workspace; directories "
+                   "end with '/', symlinks with '@'. Skips .git and what .gitignore ignores.")
     parameters = _schema({"path": _path_param("Directory, relative to the workspace (default '.')")}, [])
 
     def paths(self, arguments: dict[str, Any]) -> list[str]:
@@ -147,15 +147,18 @@ class ListDir(Tool):
             raise ToolError(f"{given}: not a directory" if path.exists() else f"{given}: no such directory")
         rules = IgnoreRules(ws.root if ws.contains(path) else path)
         entries = list_entries(path, rules)
+        shown = ws.display(path)
+        # Each entry as a path the next call can take as it is, as glob and grep show theirs:
+        # listing shopkit/, the 1.5B model answered "ledger.py" for shopkit/ledger.py.
+        prefix = "" if shown == "." else shown.rstrip("/") + "/"
         lines = []
         for entry in entries[:MAX_LIST_ENTRIES]:
             suffix = "/" if entry_is_dir(entry) else "@" if entry.is_symlink() else ""
-            lines.append(entry.name + suffix)
+            lines.append(prefix + entry.name + suffix)
         if not entries:
             lines.append("(empty)")
         if len(entries) > MAX_LIST_ENTRIES:
             lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
-        shown = ws.display(path)
         return ToolResult(content="\n".join(lines) + "\n", truncated=len(entries) > MAX_LIST_ENTRIES,
                           paths=(shown,))
 

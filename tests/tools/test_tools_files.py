@@ -118,7 +118,9 @@ def tree(ws: Path) -> Path:
 def test_list_dir_skips_git_and_ignored(tree):
     assert call(tree, "list_dir").content.splitlines() == [
         ".github/", ".gitignore", "keep.log", "src/"]
-    assert call(tree, "list_dir", path="src/pkg").content.splitlines() == [".gitignore", "b.py"]
+    # inside a folder, each entry is a path from the workspace, as glob and grep give theirs
+    assert call(tree, "list_dir", path="src/pkg").content.splitlines() == ["src/pkg/.gitignore", "src/pkg/b.py"]
+    assert call(tree, "list_dir", path="./src/pkg/").content.splitlines() == ["src/pkg/.gitignore", "src/pkg/b.py"]
 
 
 def test_glob_follows_nested_gitignores(tree):
