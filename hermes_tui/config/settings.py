@@ -141,6 +141,10 @@ class ModelConfig(_Endpoint):
         None, "override (>= 256); null = resolve (model config, /v1/models, table)", ge=256
     )
     max_tokens: int = _setting(1024, "longest reply, in generated tokens (>= 1)", ge=1)
+    temperature: float | None = _setting(
+        None, "sampling temperature for openai-api (0 <= x <= 2); null = the server's default",
+        ge=0, le=2, allow_inf_nan=False,
+    )
 
 
 class CompressionConfig(_Section):

@@ -12,6 +12,7 @@ DOCUMENTED_DEFAULTS = {
         "api_key_env": "OPENAI_API_KEY",
         "context_length": None,
         "max_tokens": 1024,
+        "temperature": None,
     },
     "compression": {
         "enabled": True,

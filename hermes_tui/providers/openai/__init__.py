@@ -37,6 +37,7 @@ def make_chat_client(cfg: ModelConfig) -> ChatClient:
         )
     return OpenAIChatClient(
         cfg.base_url, cfg.model, api_key=resolve_api_key(cfg.api_key_env), max_tokens=cfg.max_tokens,
+        temperature=cfg.temperature,
     )
 
 

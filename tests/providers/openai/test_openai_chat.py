@@ -603,3 +603,16 @@ def test_an_unreadable_stream_chunk_is_malformed_in_one_line(endpoint, data, pro
     endpoint.reply = sse_reply(chunk(), data, chunk(finish_reason="stop"), "[DONE]")
     error = fail_with(OpenAIChatClient(endpoint.base_url, "m"), MALFORMED)
     assert problem in str(error) and endpoint.base_url in str(error) and "\n" not in str(error)
+
+
+def test_the_configured_temperature_is_sent_and_none_leaves_the_servers(scripted):
+    from hermes_tui.config import Config
+    from hermes_tui.providers.openai import make_chat_client
+
+    server = scripted([{"text": ["a"], "finish_reason": "stop"}, {"text": ["b"], "finish_reason": "stop"}])
+    for temperature in (0.2, None):
+        config = Config().with_overrides({"model.provider": "openai-api", "model.model": "m",
+                                          "model.base_url": server.base_url, "model.temperature": temperature})
+        make_chat_client(config.model).complete([{"role": "user", "content": "hi"}], max_tokens=4)
+    first, second = server.requests()
+    assert first["temperature"] == 0.2 and "temperature" not in second
