@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 # The project and the proxy are the benchmark's own helpers, beside it (benchmarks/ is not a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_task_project as project
@@ -207,7 +209,7 @@ APP_CAUSES = ("crash", "unparsed call", "overflow", "timeout")
 
 
 def write_config(home: Path, base_url: str, model: str, context_limit: int | None, max_steps: int,
-                 compaction: str) -> None:
+                 compaction: str, settings: dict[str, Any] | None = None) -> None:
     aux = ({"provider": "extractive"} if compaction == "extractive"
            else {"provider": "openai-api", "base_url": base_url, "model": model})
     config = {
@@ -216,6 +218,9 @@ def write_config(home: Path, base_url: str, model: str, context_limit: int | Non
         "agent": {"max_steps": max_steps},
         "auxiliary": {"compression": aux},
     }
+    for key, value in (settings or {}).items():  # --set section.name=value
+        section, name = key.split(".", 1)
+        config.setdefault(section, {})[name] = value
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(json.dumps(config, indent=2), encoding="utf-8")  # JSON is YAML
 
@@ -325,7 +330,8 @@ class SuiteRun:
 
 
 def run_suite(base_url: str, model: str, tasks: list[Task], *, one_session: bool, context_limit: int | None,
-              max_steps: int, compaction: str, keep: Path | None = None) -> SuiteRun:
+              max_steps: int, compaction: str, keep: Path | None = None,
+              settings: dict[str, Any] | None = None) -> SuiteRun:
     upstream = base_url.removesuffix("/").removesuffix("/v1")
     proxy = RecordingProxy(upstream).start()
     suite = SuiteRun(model, one_session, context_limit)
@@ -338,7 +344,7 @@ def run_suite(base_url: str, model: str, tasks: list[Task], *, one_session: bool
             for n, task in enumerate(tasks, start=1):
                 home = scratch / ("home-shared" if one_session else f"home-{n}")
                 if not (home / "config.yaml").exists():
-                    write_config(home, proxy.base + "/v1", model, context_limit, max_steps, compaction)
+                    write_config(home, proxy.base + "/v1", model, context_limit, max_steps, compaction, settings)
                 workspace = shared or project.make_project(scratch / f"ws-{n}")
                 run, sid = run_task(task, workspace, home, proxy, resume=session_id if one_session else None)
                 if one_session:
@@ -388,6 +394,17 @@ def summary(suite: SuiteRun) -> str:
     return "\n".join(lines)
 
 
+def repeated(suites: list[SuiteRun]) -> str:
+    """Over several runs of the suite: each task's successes, and the runs' totals."""
+    lines = [f"over {len(suites)} runs: tasks that succeeded per run {[sum(t.success for t in s.tasks) for s in suites]}"]
+    for n, task in enumerate(suites[0].tasks):
+        wins = sum(s.tasks[n].success for s in suites if n < len(s.tasks))
+        lines.append(f"  {n + 1:2d}. {task.task:<22} {wins}/{len(suites)}")
+    app = sum(t.app_failure for s in suites for t in s.tasks)
+    lines.append(f"failures, the app's, in all runs: {app}")
+    return "\n".join(lines)
+
+
 # --- the server ----------------------------------------------------------------------------------
 
 
@@ -414,6 +431,9 @@ def main() -> int:
                         help="who writes summaries: the same server (default) or the extractive summarizer")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--keep", type=Path, help="keep the workspaces and homes here (to read the logs)")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.NAME=VALUE",
+                        help="a config setting for every task, e.g. model.temperature=0.2 (value read as YAML)")
+    parser.add_argument("--repeat", type=int, default=1, help="run the suite this many times (sampling varies)")
     args = parser.parse_args()
     if shutil.which("git") is None:
         print("bench_agent_tasks: git is needed to make the project a repository", file=sys.stderr)
@@ -426,15 +446,23 @@ def main() -> int:
     base_url = args.base_url or serve(args.model, args.port)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
+    settings = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
+    suites = []
     try:
-        suite = run_suite(base_url, args.model, chosen, one_session=args.one_session, context_limit=limit,
-                          max_steps=args.max_steps, compaction=args.compaction, keep=args.keep)
+        for n in range(args.repeat):
+            keep = args.keep / f"run-{n + 1}" if args.keep and args.repeat > 1 else args.keep
+            suite = run_suite(base_url, args.model, chosen, one_session=args.one_session, context_limit=limit,
+                              max_steps=args.max_steps, compaction=args.compaction, keep=keep, settings=settings)
+            suites.append(suite)
+            print(summary(suite), flush=True)
     finally:
         if started_here:
             stop(args.port)
-    print(summary(suite))
+    if len(suites) > 1:
+        print(repeated(suites))
     if args.out:
-        args.out.write_text(json.dumps(suite.to_json(), indent=2), encoding="utf-8")
+        runs = [suite.to_json() for suite in suites]
+        args.out.write_text(json.dumps(runs[0] if len(runs) == 1 else runs, indent=2), encoding="utf-8")
     return 0
 
 
