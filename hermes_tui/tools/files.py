@@ -236,18 +236,28 @@ def _read_text(path: Path, given: str) -> str:
         raise ToolError(f"{given} is not UTF-8 text; it cannot be edited safely") from None
 
 
-def _require_read(path: Path, shown: str, context: ToolContext, doing: str) -> None:
+def _require_read(path: Path, shown: str, context: ToolContext, doing: str, tool: str) -> None:
     """Refuse to change the existing file ``path`` unless the model read it in this session
-    and it is as it was then (no record in ``context``: no such rule)."""
+    and it is as it was then (no record in ``context``: no such rule).
+
+    The refusal is the read the model skipped: it says why and holds the file as
+    ``read_file`` shows it (which records the read), so the next call can be the change, made
+    from the file's real text. Refused with only the words "read it first", the 1.5B model
+    read it and then said the change was done without making it."""
     record = context.read_record
     if record is None:
         return
     seen = record.check(path)
-    if seen is Seen.UNREAD:
-        raise ToolError(f"read {shown} with read_file before {doing} it "
-                        "(edits apply only to a file read in this session)")
-    if seen is Seen.CHANGED:
-        raise ToolError(f"{shown} changed since it was read; read it again before {doing} it")
+    if seen is Seen.CURRENT:
+        return
+    why = (f"{shown} was not read in this session (edits apply only to a file read first)"
+           if seen is Seen.UNREAD else f"{shown} changed since it was read")
+    try:
+        shown_text = ReadFile().run({"path": shown}, context).content
+    except ToolError as exc:  # it vanished or turned binary meanwhile: the refusal alone
+        raise ToolError(f"{why}; read it with read_file before {doing} it") from exc
+    raise ToolError(f"{why}, so nothing was changed. Here it is now (read for you); call {tool} "
+                    "again with text copied from it exactly:", detail=shown_text)
 
 
 def _record_write(path: Path, context: ToolContext) -> None:
@@ -298,7 +308,7 @@ class EditFile(Tool):
         _require_file(path, given)
         old_text = _read_text(path, given)
         shown = ws.display(path)
-        _require_read(path, shown, context, "editing")
+        _require_read(path, shown, context, "editing", self.name)
         old, new = arguments["old_string"], arguments["new_string"]
         if old == new:
             raise ToolError("old_string and new_string are the same; nothing to change")
@@ -353,7 +363,7 @@ class WriteFile(Tool):
         old_text = "" if created else _read_text(path, given)
         shown = ws.display(path)
         if not created:
-            _require_read(path, shown, context, "writing over")
+            _require_read(path, shown, context, "writing over", self.name)
         return path, shown, created, unified_diff(old_text, arguments["content"], shown, created=created)
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> str | None:

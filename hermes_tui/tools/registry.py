@@ -139,7 +139,7 @@ class ToolRegistry:
         try:
             return call.tool.preview(call.arguments, context)
         except ToolError as e:
-            return ToolResult.error(one_line(str(e)) or f"{call.name} failed")
+            return ToolResult.error(error_text(e, call.name))
         except Exception as e:  # noqa: BLE001 - a tool's bug becomes a result the model can read
             return ToolResult.error(f"{call.name} failed: {type(e).__name__}: {one_line(str(e))}")
 
@@ -153,7 +153,7 @@ class ToolRegistry:
             except ToolStopped:
                 result = ToolResult.stopped()
             except ToolError as e:
-                result = ToolResult.error(one_line(str(e)) or f"{call.name} failed")
+                result = ToolResult.error(error_text(e, call.name))
             except Exception as e:  # noqa: BLE001 - a tool's bug must not break the transcript
                 message = one_line(str(e))
                 detail = f"{type(e).__name__}: {message}" if message else type(e).__name__
@@ -174,3 +174,9 @@ class ToolRegistry:
         if isinstance(call, ToolResult):
             return call
         return self.run(call, context)
+
+
+def error_text(error: ToolError, tool: str) -> str:
+    """What the model reads for an expected failure: the message on one line, then its detail."""
+    message = one_line(str(error)) or f"{tool} failed"
+    return f"{message}\n{error.detail}" if error.detail else message

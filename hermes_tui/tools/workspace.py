@@ -24,7 +24,13 @@ from hermes_tui.util.errors import AppError
 
 
 class ToolError(AppError):
-    """An expected failure; its message (one line) is what the model reads."""
+    """An expected failure; its message (one line) is what the model reads, followed by
+    ``detail`` when there is one: text the tool produced as it would in a result (a file
+    as ``read_file`` shows it), kept with its lines."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass(frozen=True)

@@ -64,11 +64,12 @@ def test_an_edit_before_a_read_is_refused_then_the_model_reads_and_it_applies(tm
         answered = results(session)
         session.close()
     assert result.outcome == COMPLETED
-    assert answered["e1"] == ("error", "read shopkit/pricing.py with read_file before editing it "
-                                       "(edits apply only to a file read in this session)")
+    assert answered["e1"][0] == "error"
+    assert answered["e1"][1].startswith("shopkit/pricing.py was not read in this session")
+    assert "     2\t    return n * 2" in answered["e1"][1]  # the file, as the read would show it
     assert answered["r1"][0] == "ok" and answered["e2"][0] == "ok"
     # The refusal is what the model was sent next.
-    assert model.requests[1][-1]["content"].startswith("read shopkit/pricing.py with read_file")
+    assert model.requests[1][-1]["content"].startswith("shopkit/pricing.py was not read in this session")
     assert (workspace / "shopkit" / "pricing.py").read_text() == "def price(n):\n    return n * 3\n"
 
 

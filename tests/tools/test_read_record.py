@@ -46,20 +46,35 @@ def moved_on(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
 
 
+def refusal(tool: str, why: str = "was not read in this session (edits apply only to a file read first)") -> str:
+    return (f"shopkit/pricing.py {why}, so nothing was changed. Here it is now (read for you); "
+            f"call {tool} again with text copied from it exactly:\n")
+
+
 def test_an_edit_of_a_file_not_read_is_refused_and_writes_nothing(ws, ctx):
     result = edit(ctx, "n * 2", "n * 3")
     assert result.is_error
-    assert result.content == ("read shopkit/pricing.py with read_file before editing it "
-                              "(edits apply only to a file read in this session)")
+    assert result.content.startswith(refusal("edit_file"))
+    # the refusal holds the file as read_file shows it: the next call can make the change
+    assert result.content.removeprefix(refusal("edit_file")) == call(ctx, "read_file", path="shopkit/pricing.py").content
     assert (ws / "shopkit" / "pricing.py").read_text() == PRICING
+
+
+def test_the_refusal_is_the_read_so_the_edit_applies_next(ws, ctx):
+    assert edit(ctx, "n * 2", "n * 3").is_error
+    result = edit(ctx, "n * 2", "n * 3")
+    assert not result.is_error, result.content
+    assert (ws / "shopkit" / "pricing.py").read_text() == PRICING.replace("n * 2", "n * 3")
 
 
 def test_the_preview_refuses_too_so_no_one_is_asked_to_approve_it(ws, ctx):
     """The approval prompt shows ``preview``'s diff: the refusal comes before it."""
-    with pytest.raises(ToolError, match="read shopkit/pricing.py with read_file before editing it"):
+    with pytest.raises(ToolError, match="was not read in this session.*call edit_file again"):
         EditFile().preview({"path": "shopkit/pricing.py", "old_string": "n * 2", "new_string": "n * 3"}, ctx)
-    with pytest.raises(ToolError, match="read shopkit/pricing.py with read_file before writing over it"):
+    (ws / "shopkit" / "pricing.py").write_text(PRICING + "\n")  # changed since the refusal read it
+    with pytest.raises(ToolError, match="changed since it was read.*call write_file again"):
         WriteFile().preview({"path": "shopkit/pricing.py", "content": "x = 1\n"}, ctx)
+    (ws / "shopkit" / "pricing.py").write_text(PRICING)
     assert (ws / "shopkit" / "pricing.py").read_text() == PRICING
 
 
@@ -81,7 +96,7 @@ def test_a_read_of_any_part_counts(ws, ctx, window):
 def test_a_read_that_failed_or_found_a_binary_file_is_no_read(ws, ctx):
     past = call(ctx, "read_file", path="shopkit/pricing.py", offset=99)
     assert past.is_error and "past the end" in past.content
-    assert "read shopkit/pricing.py with read_file" in edit(ctx, "n * 2", "n * 3").content
+    assert "was not read in this session" in edit(ctx, "n * 2", "n * 3").content
     (ws / "blob.bin").write_bytes(b"\0\1\2")
     assert "binary" in call(ctx, "read_file", path="blob.bin").content
     assert ctx.read_record is not None
@@ -105,13 +120,9 @@ def test_a_file_changed_since_it_was_read_is_read_again_first(ws, ctx, change):
     changed = path.read_text()
     result = edit(ctx, "n * 2", "n * 3")
     assert result.is_error
-    assert result.content == "shopkit/pricing.py changed since it was read; read it again before editing it"
-    written = call(ctx, "write_file", path="shopkit/pricing.py", content="x = 1\n")
-    assert written.content == ("shopkit/pricing.py changed since it was read; "
-                               "read it again before writing over it")
+    assert result.content.startswith(refusal("edit_file", "changed since it was read"))
     assert path.read_text() == changed
-    call(ctx, "read_file", path="shopkit/pricing.py")  # read again: the edit applies
-    assert not edit(ctx, "n * 2", "n * 3").is_error
+    assert not edit(ctx, "n * 2", "n * 3").is_error  # the refusal read it again: the edit applies
 
 
 def test_edits_in_a_row_after_one_read(ws, ctx):
@@ -126,8 +137,7 @@ def test_edits_in_a_row_after_one_read(ws, ctx):
 def test_write_file_over_a_file_not_read_is_refused_and_leaves_it(ws, ctx):
     result = call(ctx, "write_file", path="shopkit/pricing.py", content="def price(n):\n    pass\n")
     assert result.is_error
-    assert result.content == ("read shopkit/pricing.py with read_file before writing over it "
-                              "(edits apply only to a file read in this session)")
+    assert result.content.startswith(refusal("write_file"))
     assert (ws / "shopkit" / "pricing.py").read_text() == PRICING
 
 
