@@ -9,7 +9,9 @@ request, so the figures are what was really sent and answered.
 Per task it prints: success, model calls, tool calls by form (native, or recovered from text
 and in which form), the failure's cause, and the time. A failure is the model's (wrong answer,
 wrong edit, out of steps) or the app's: ``crash`` (a traceback or an unexpected exit),
-``unparsed call`` (the final answer is a call to an offered tool the app did not run),
+``unparsed call`` (the final answer is a call to an offered tool the app did not run, with at
+most a line or two around it; a call shown inside a longer explanation is the model's
+``explained``: the app never runs those),
 ``overflow`` (nothing sent: too large, or the server refused the size), ``timeout``.
 
 ``--one-session``: the tasks run one after another in one session (``--resume``) and one
@@ -49,6 +51,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_task_project as project
 from recording_proxy import RecordingProxy
+
+from hermes_tui.chat.text_tool_calls import MAX_PROSE_LINES
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = ROOT.parent / "shared" / "realmodels" / "serve"
@@ -261,6 +265,15 @@ def _offered_tool_names() -> set[str]:
     return {spec["function"]["name"] for spec in builtin_registry().specs()}
 
 
+_BLOCKS = re.compile(r"```.*?(?:```|\Z)|<(tool_call|tools|function)[^>]*>.*?(?:</\1>|\Z)", re.S)
+
+
+def _prose_lines(answer: str) -> list[str]:
+    """The answer's lines outside code blocks, call tags and JSON lines."""
+    text = _BLOCKS.sub("", answer)
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("{", "}", '"', "["))]
+
+
 def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool, str]) -> tuple[str, str]:
     """The failure's cause, and what shows it ("" when the task succeeded)."""
     ok, why = judged
@@ -274,6 +287,10 @@ def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool
         return "", ""
     match = TEXT_CALL.search(answer)
     if match and (match.group("name") is None or match.group("name") in _offered_tool_names()):
+        # A call with a line or two around it that did not run is the app's; a call shown in
+        # an explanation is never run (chat.text_tool_calls' rule), and not running it is right.
+        if len(_prose_lines(answer)) > MAX_PROSE_LINES:
+            return "explained", answer.strip()[:300]
         return "unparsed call", answer.strip()[:300]
     if exit_code == 1:
         return "max steps", stderr.strip()[-200:]
