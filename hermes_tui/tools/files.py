@@ -240,10 +240,13 @@ def _require_read(path: Path, shown: str, context: ToolContext, doing: str, tool
     """Refuse to change the existing file ``path`` unless the model read it in this session
     and it is as it was then (no record in ``context``: no such rule).
 
-    The refusal is the read the model skipped: it says why and holds the file as
-    ``read_file`` shows it (which records the read), so the next call can be the change, made
-    from the file's real text. Refused with only the words "read it first", the 1.5B model
-    read it and then said the change was done without making it."""
+    For ``edit_file`` the refusal is the read the model skipped: it says why and holds the
+    file as ``read_file`` shows it (which records the read), so the next call can be the
+    change, made from the file's real text. Refused with only the words "read it first", the
+    1.5B model read it and then said the change was done without making it. An edit repeated
+    blindly after it still has to match the text exactly. ``write_file`` replaces the whole
+    file, so its refusal reads nothing: handed the file, the same model wrote the same blind
+    content over it again; the model must read it itself (or change part with edit_file)."""
     record = context.read_record
     if record is None:
         return
@@ -252,6 +255,8 @@ def _require_read(path: Path, shown: str, context: ToolContext, doing: str, tool
         return
     why = (f"{shown} was not read in this session (edits apply only to a file read first)"
            if seen is Seen.UNREAD else f"{shown} changed since it was read")
+    if tool != EditFile.name:
+        raise ToolError(f"{why}; read it with read_file before {doing} it, or change a part of it with edit_file")
     try:
         shown_text = ReadFile().run({"path": shown}, context).content
     except ToolError as exc:  # it vanished or turned binary meanwhile: the refusal alone

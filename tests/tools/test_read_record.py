@@ -72,7 +72,7 @@ def test_the_preview_refuses_too_so_no_one_is_asked_to_approve_it(ws, ctx):
     with pytest.raises(ToolError, match="was not read in this session.*call edit_file again"):
         EditFile().preview({"path": "shopkit/pricing.py", "old_string": "n * 2", "new_string": "n * 3"}, ctx)
     (ws / "shopkit" / "pricing.py").write_text(PRICING + "\n")  # changed since the refusal read it
-    with pytest.raises(ToolError, match="changed since it was read.*call write_file again"):
+    with pytest.raises(ToolError, match="changed since it was read; read it with read_file before writing over it"):
         WriteFile().preview({"path": "shopkit/pricing.py", "content": "x = 1\n"}, ctx)
     (ws / "shopkit" / "pricing.py").write_text(PRICING)
     assert (ws / "shopkit" / "pricing.py").read_text() == PRICING
@@ -137,8 +137,13 @@ def test_edits_in_a_row_after_one_read(ws, ctx):
 def test_write_file_over_a_file_not_read_is_refused_and_leaves_it(ws, ctx):
     result = call(ctx, "write_file", path="shopkit/pricing.py", content="def price(n):\n    pass\n")
     assert result.is_error
-    assert result.content.startswith(refusal("write_file"))
+    assert result.content == ("shopkit/pricing.py was not read in this session (edits apply only to a file read "
+                              "first); read it with read_file before writing over it, or change a part of it "
+                              "with edit_file")
     assert (ws / "shopkit" / "pricing.py").read_text() == PRICING
+    # a whole-file write is not read for the model: the same blind write is refused again
+    again = call(ctx, "write_file", path="shopkit/pricing.py", content="def price(n):\n    pass\n")
+    assert again.is_error and (ws / "shopkit" / "pricing.py").read_text() == PRICING
 
 
 def test_write_file_creates_a_new_file_unread_and_it_can_be_edited_next(ws, ctx):
