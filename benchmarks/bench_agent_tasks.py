@@ -11,7 +11,8 @@ and in which form), the failure's cause, and the time. A failure is the model's 
 wrong edit, out of steps) or the app's: ``crash`` (a traceback or an unexpected exit),
 ``unparsed call`` (the final answer is a call to an offered tool the app did not run, with at
 most a line or two around it; a call shown inside a longer explanation is the model's
-``explained``: the app never runs those),
+``explained``, and one whose arguments its tool's schema refuses the model's ``invalid call``:
+the app never runs those),
 ``overflow`` (nothing sent: too large, or the server refused the size), ``timeout``.
 
 ``--one-session``: the tasks run one after another in one session (``--resume``) and one
@@ -265,6 +266,23 @@ def _offered_tool_names() -> set[str]:
     return {spec["function"]["name"] for spec in builtin_registry().specs()}
 
 
+def _holds_a_valid_call(answer: str) -> bool:
+    """Whether some JSON object in ``answer``, taken alone, is a call the app would run."""
+    from hermes_tui.chat.text_tool_calls import recover_calls
+    from hermes_tui.tools.builtin import builtin_registry
+
+    specs = builtin_registry().specs()
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", answer)):
+        try:
+            value, _ = decoder.raw_decode(answer, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and recover_calls(json.dumps(value), specs) is not None:
+            return True
+    return False
+
+
 _BLOCKS = re.compile(r"```.*?(?:```|\Z)|<(tool_call|tools|function)[^>]*>.*?(?:</\1>|\Z)", re.S)
 
 
@@ -291,6 +309,9 @@ def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool
         # an explanation is never run (chat.text_tool_calls' rule), and not running it is right.
         if len(_prose_lines(answer)) > MAX_PROSE_LINES:
             return "explained", answer.strip()[:300]
+        if match.group("name") is not None and not _holds_a_valid_call(answer):
+            # arguments the tool's schema refuses: never run (the rule), the model's call
+            return "invalid call", answer.strip()[:300]
         return "unparsed call", answer.strip()[:300]
     if exit_code == 1:
         return "max steps", stderr.strip()[-200:]
