@@ -12,7 +12,7 @@ wrong edit, out of steps) or the app's: ``crash`` (a traceback or an unexpected 
 ``unparsed call`` (the final answer is a call to an offered tool the app did not run, with at
 most a line or two around it; a call shown inside a longer explanation is the model's
 ``explained``, and one whose arguments its tool's schema refuses the model's ``invalid call``:
-the app never runs those),
+the app never runs those; a reply that ran on to its token cap is the model's ``cut off``),
 ``overflow`` (nothing sent: too large, or the server refused the size), ``timeout``.
 
 ``--one-session``: the tasks run one after another in one session (``--resume``) and one
@@ -303,6 +303,8 @@ def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool
         return "overflow", stderr.strip()[-400:]
     if ok:
         return "", ""
+    if "the reply was cut off at its cap" in stderr:  # the app's note: the model ran on to the cap
+        return "cut off", answer.strip()[-300:]
     match = TEXT_CALL.search(answer)
     if match and (match.group("name") is None or match.group("name") in _offered_tool_names()):
         # A call with a line or two around it that did not run is the app's; a call shown in

@@ -418,6 +418,13 @@ class AgentTurn:
         reply = Message(role="assistant", content=content, tool_calls=calls, meta=meta)
         session.append(reply)
         self.listener.reply(reply)
+        if not stopped and not calls and done.usage.finish_reason == "length":
+            # A reply that reached its cap ends the turn like an answer: say it was cut, not
+            # finished (held to a call, the 1.5B model wrote one whose file content repeated
+            # until the cap, so the call never closed and could not run).
+            cap = self.max_tokens if self.max_tokens is not None else getattr(session.chat, "max_tokens", "?")
+            self.listener.notice(f"the reply was cut off at its cap of {cap} tokens (model.max_tokens) "
+                                 "before it ended; what it holds is incomplete")
         return reply, stopped
 
     def _stream(self, cancel: threading.Event, extra: dict[str, Any], parts: list[str]) -> ChatDone | None:

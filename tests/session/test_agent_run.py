@@ -503,3 +503,18 @@ def test_run_shows_escape_sequences_from_the_model_and_tools_without_sending_the
     assert rows[-1]["content"] == f"Done.{osc52}\x1b[2J\x1b[H"
     sent = server.requests()[1]["messages"]
     assert osc52 in next(m["content"] for m in sent if m["role"] == "tool")
+
+
+def test_a_reply_cut_off_at_its_cap_says_so(scripted, hermes_home, tmp_path):
+    """Held to a call, the 1.5B model wrote a write_file call whose content repeated until
+    model.max_tokens: the call never closed, so it cannot run, and the user is told why the
+    answer looks unfinished."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    cut = '{\n  "name": "write_file",\n  "arguments": {\n    "path": "a.py",\n    "content": "assert 1\\nassert 1\\n'
+    server = scripted([{"text": [cut], "finish_reason": "length"}])
+    config = write_config(tmp_path / "config.yaml", server.base_url)
+    proc = run_cli(hermes_home, config, "Add a test", "--workspace", str(workspace), "--approve", "full")
+    assert proc.returncode == 0, explain(proc)
+    assert "note: the reply was cut off at its cap of 1024 tokens (model.max_tokens)" in proc.stderr, proc.stderr
+    assert not tool_lines(proc.stderr) and not (workspace / "a.py").exists()
