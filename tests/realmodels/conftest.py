@@ -20,27 +20,25 @@ from support.llama_server import (
 )
 
 
-@pytest.fixture(scope="session")
-def small_model_server(tmp_path_factory) -> Iterator[LlamaServer]:
+def served(model: str, tmp_path_factory, *extra: str) -> Iterator[LlamaServer]:
+    """llama-server on ``model`` for the session; a test run without the models fails here."""
     try:
-        server = start_llama_server(SMALL_MODEL, tmp_path_factory.mktemp("llama_server"))
+        server = start_llama_server(model, tmp_path_factory.mktemp("llama_server"), extra=extra)
     except RealModelsMissing as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def small_model_server(tmp_path_factory) -> Iterator[LlamaServer]:
+    yield from served(SMALL_MODEL, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def coder_model_server(tmp_path_factory) -> Iterator[LlamaServer]:
     """The 1.5B model at temperature 0: the agent's test asks for one outcome of a sampled
     run, and greedy decoding makes that outcome the same on every run of this build."""
-    try:
-        server = start_llama_server(LARGE_MODEL, tmp_path_factory.mktemp("llama_server"), extra=("--temp", "0"))
-    except RealModelsMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from served(LARGE_MODEL, tmp_path_factory, "--temp", "0")
