@@ -16,12 +16,13 @@ its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
 
 Small models: the first model call after the user's message must be a call to an offered
 tool that can succeed, and so must the call after one that failed, once in a row
-(``agent.look_first``; the client holds the model to ``chat.call_schema``), and a
-request that ends with tool results carries ``RESULT_NOTE`` after them, ``ERROR_NOTE`` after
-one that failed (``agent.result_note``; not stored). Measured on Qwen2.5-Coder-1.5B (``benchmarks/bench_agent_tasks.py``): without
-the first, it answered most questions about the workspace without looking; without the
-second, it echoed the result in its template's ``<tool_response>`` tags or called the same
-tool again instead of answering.
+(``agent.look_first``; the client holds the model to ``chat.call_schema``); a request that
+ends with tool results carries ``RESULT_NOTE`` after them, ``ERROR_NOTE`` after one that
+failed (``agent.result_note``; not stored). Measured on Qwen2.5-Coder-1.5B
+(``benchmarks/bench_agent_tasks.py``): without the first, it answered most questions about
+the workspace without looking; without the second, it echoed the result in its template's
+``<tool_response>`` tags or called the same tool again instead of answering. A reply cut off
+at its token cap without a call is noted as such.
 
 System prompt: built for the turn where it begins (``session.system_prompt``: the workspace,
 the approval mode, the offered tools, the project's AGENTS.md) and kept first in the
