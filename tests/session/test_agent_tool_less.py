@@ -83,5 +83,8 @@ def test_the_tiny_mlx_model_runs_tool_less_with_one_notice_per_session(tiny_mode
             outcomes.append((result.outcome, result.steps, result.calls))
         session.close()
     assert outcomes == [(COMPLETED, 1, 0), (COMPLETED, 1, 0)]
-    assert len(notes.notices) == 1, notes.notices
+    tool_less = [n for n in notes.notices if "has no tool support" in n]
+    assert len(tool_less) == 1, notes.notices
+    # each reply ran into its cap of 4 tokens, and each says so
+    assert sum("cut off at its cap of 4 tokens" in n for n in notes.notices) == 2, notes.notices
     assert "no tool support" in notes.notices[0] and "without tools" in notes.notices[0]
