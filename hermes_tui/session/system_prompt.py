@@ -29,7 +29,7 @@ from collections.abc import Collection
 from datetime import date
 from pathlib import Path
 
-from hermes_tui.tools.ignore import SKIP_DIRS, IgnoreRules, entry_is_dir, list_entries
+from hermes_tui.tools.ignore import SKIP_DIRS, IgnoreRules, entry_is_dir, entry_mark, list_entries
 from hermes_tui.util import paths
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # per folder, the first one there
@@ -136,12 +136,12 @@ def workspace_listing(workspace: Path) -> str | None:
 def _listing_item(name: str, entry: os.DirEntry[str], rules: IgnoreRules) -> str:
     """One top-level entry: a directory with its own entries (none when it is unreadable)."""
     if not entry_is_dir(entry):
-        return name + _suffix(entry)
+        return name + entry_mark(entry)
     try:
         children = _named_entries(Path(entry.path), rules)
     except OSError:
         return f"{name}/"
-    names = [child + _suffix(e) for child, e in children[:LISTING_CHILDREN]]
+    names = [child + entry_mark(e) for child, e in children[:LISTING_CHILDREN]]
     if len(children) > LISTING_CHILDREN:
         names.append(f"and {len(children) - LISTING_CHILDREN} more")
     return f"{name}/ ({', '.join(names) or 'empty'})"
@@ -153,11 +153,6 @@ def _named_entries(directory: Path, rules: IgnoreRules) -> list[tuple[str, os.Di
     named = ((_display_name(entry.name), entry) for entry in list_entries(directory, rules)
              if entry.name not in SKIP_DIRS)  # a worktree's .git file too: git's, not the project's
     return [(name, entry) for name, entry in named if name]
-
-
-def _suffix(entry: os.DirEntry[str]) -> str:
-    """``list_dir``'s marks: ``/`` for a directory, ``@`` for a symlink."""
-    return "/" if entry_is_dir(entry) else "@" if entry.is_symlink() else ""
 
 
 # Line breaks kept by ``clean`` (and those ``str.splitlines`` honours) as visible escapes:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Tool, ToolContext, ToolError, ToolKind, ToolResult
-from .ignore import IgnoreRules, entry_is_dir, list_entries, walk_files
+from .ignore import IgnoreRules, entry_mark, list_entries, walk_files
 from .read_record import Seen, stamp
 
 # A file is binary when its first bytes hold a NUL (as git and ripgrep decide).
@@ -153,7 +153,7 @@ class ListDir(Tool):
         prefix = "" if shown == "." else shown.rstrip("/") + "/"
         lines = []
         for entry in entries[:MAX_LIST_ENTRIES]:
-            suffix = "/" if entry_is_dir(entry) else "@" if entry.is_symlink() else ""
+            suffix = entry_mark(entry)
             lines.append(prefix + entry.name + suffix)
         if not entries:
             lines.append("(empty)")

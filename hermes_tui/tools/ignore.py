@@ -78,6 +78,11 @@ def entry_is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
+def entry_mark(entry: os.DirEntry[str]) -> str:
+    """How a listing marks an entry: ``/`` for a directory, ``@`` for a symlink, else nothing."""
+    return "/" if entry_is_dir(entry) else "@" if entry.is_symlink() else ""
+
+
 def list_entries(directory: Path, rules: IgnoreRules) -> list[os.DirEntry[str]]:
     """The entries of ``directory`` that are not ignored, sorted by name."""
     with os.scandir(directory) as it:
