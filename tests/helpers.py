@@ -186,6 +186,7 @@ class ScriptedModel:
         self.requests: list[list[dict]] = []
         # per request: the tools its reply had to be a call to (None: free)
         self.must_call: list[list[str] | None] = []
+        self.must_call_specs: list[list[dict] | None] = []  # the same, as the specs sent
 
     def stream(self, messages, *, max_tokens=None, stop=None, cancel=None, tools=None, must_call=None):
         from hermes_tui.chat.client import ChatDelta, ChatDone, Usage
@@ -194,6 +195,7 @@ class ScriptedModel:
         assert tools, "the tools go with every request"
         self.requests.append(messages)
         self.must_call.append([spec["function"]["name"] for spec in must_call] if must_call else None)
+        self.must_call_specs.append(must_call)
         if self.on_request:
             self.on_request(messages)
         text, calls = self.replies.pop(0) if self.replies else ("(script ran out)", None)

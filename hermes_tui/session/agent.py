@@ -51,6 +51,7 @@ Runs in a worker thread; the listener's hooks are called from that thread.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import shutil
@@ -86,7 +87,7 @@ from hermes_tui.tools.approval import (
     rule_for,
 )
 from hermes_tui.tools.base import Status, ToolContext, ToolKind, ToolResult, tool_message
-from hermes_tui.tools.read_record import ReadRecord
+from hermes_tui.tools.read_record import ReadRecord, Seen
 from hermes_tui.tools.registry import Call, ToolRegistry
 from hermes_tui.tools.workspace import OutsideApprover, Workspace
 from hermes_tui.util.logs import get_logger
@@ -244,6 +245,28 @@ RESULT_NOTE = ("\n\n[If this result answers the user's question, answer now in p
 ERROR_NOTE = "\n\n[That call failed. Call a tool again as the message says, or answer if it cannot be done.]"
 
 
+# The tools that change a file, and the note of a step held to resume a change (below).
+CHANGE_TOOLS = ("edit_file", "write_file")
+RESUME_NOTE = "\n\n[Now make the change to {path} you started, with text copied exactly from the file.]"
+# How many steps of a turn may be held to resume a change: a change that keeps failing
+# (text the model cannot copy) must leave the model free to say so.
+MAX_RESUMES = 2
+
+
+def pinned_to(specs: list[dict[str, Any]], names: tuple[str, ...], path: str) -> list[dict[str, Any]]:
+    """The specs among ``specs`` named in ``names``, each with its ``path`` held to ``path``."""
+    pinned = []
+    for spec in specs:
+        function = spec.get("function") or {}
+        properties = (function.get("parameters") or {}).get("properties")
+        if function.get("name") not in names or not isinstance(properties, dict) or "path" not in properties:
+            continue
+        spec = copy.deepcopy(spec)
+        spec["function"]["parameters"]["properties"]["path"] = {"type": "string", "const": path}
+        pinned.append(spec)
+    return pinned
+
+
 def first_calls(specs: list[dict[str, Any]], tools: Tools | None) -> list[dict[str, Any]]:
     """The tools the first call of a turn may be to: those offered that can succeed.
     ``edit_file`` cannot before any file was read in the session (``tools.read_record``):
@@ -321,6 +344,10 @@ class AgentTurn:
         self.passes: Passes = passes or BackgroundPasses(session, on_published=self.listener.pass_published)
         self.calls = 0
         self._retried = False  # the last step was held to a call after a call that failed
+        # Changes that failed in this turn and have not landed since: resolved path -> the
+        # path as the model wrote it; and how many steps were held to resume one.
+        self._unfinished: dict[Path, str] = {}
+        self._resumes = 0
 
     # --- the loop ------------------------------------------------------------------------
     def run(self, cancel: threading.Event | None = None) -> AgentResult:
@@ -454,6 +481,12 @@ class AgentTurn:
         if last is None or last.role not in ("user", "tool"):
             return None, None
         failed = last.role == "tool" and (last.meta.get("tool") or {}).get("status") == Status.ERROR.value
+        resume = self._resumable(tools) if agent.look_first and last.role == "tool" else None
+        if resume is not None:
+            path, specs = resume
+            self._resumes += 1
+            self._retried = failed
+            return specs, RESUME_NOTE.format(path=path) if agent.result_note else None
         # Held to a call: after the user's message, and once after a call that failed (a
         # second failure in a row leaves the model free to say it cannot).
         held = last.role == "user" or (failed and not self._retried)
@@ -463,6 +496,41 @@ class AgentTurn:
         if agent.result_note and last.role == "tool":
             note = ERROR_NOTE if failed else RESULT_NOTE
         return must_call, note
+
+    def _track_change(self, name: str, arguments: str, result: ToolResult) -> None:
+        """Keep the changes that failed in this turn (``_unfinished``) until one lands. A
+        change the user declined is not one to resume."""
+        if name not in CHANGE_TOOLS or self.tools is None:
+            return
+        try:
+            path = json.loads(arguments).get("path")
+        except (ValueError, AttributeError):
+            return
+        if not isinstance(path, str) or not path:
+            return
+        resolved = self.tools.workspace.resolve(path)
+        if result.status is Status.ERROR:
+            self._unfinished[resolved] = path
+        else:
+            self._unfinished.pop(resolved, None)
+
+    def _resumable(self, tools: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]] | None:
+        """A change to resume now, and the calls this step is held to for it, or None.
+
+        A change refused for want of a read (``tools.read_record``) is resumed once its file
+        is read: the next step must change that file. Told to read first, the 1.5B model
+        read the file and then answered in prose (most often that the change was made) in
+        all 11 such reads in the benchmark's kept runs; it had meant to change the file, and the read was only the app's
+        condition. A change that failed for another reason (text not found) is resumed the
+        same way, the file being read. At most ``MAX_RESUMES`` steps a turn."""
+        if self._resumes >= MAX_RESUMES or not self._unfinished or self.tools is None:
+            return None
+        for resolved, path in self._unfinished.items():
+            if self.tools.read_record.check(resolved) is Seen.CURRENT:
+                specs = pinned_to(tools, CHANGE_TOOLS, path)
+                if specs:
+                    return path, specs
+        return None
 
     def _sandbox_notice(self) -> None:
         """Once per conversation, where commands would run unconfined: that they do, and
@@ -497,6 +565,7 @@ class AgentTurn:
                     result = ToolResult.error(f"{name} failed: {type(exc).__name__}")
                 result = _with_dropped_note(reply, index, self._within_tokens(result))
                 message = tool_message(call_id, name, result)
+                self._track_change(name, arguments, result)
                 self.session.append(message)
                 answered.add(call_id)
                 self.calls += 1

@@ -15,7 +15,14 @@ from helpers import ScriptedModel
 
 from hermes_tui.config import Config
 from hermes_tui.core.transcript import wire_view
-from hermes_tui.session.agent import COMPLETED, ERROR_NOTE, RESULT_NOTE, AgentTurn, Tools
+from hermes_tui.session.agent import (
+    COMPLETED,
+    ERROR_NOTE,
+    RESULT_NOTE,
+    RESUME_NOTE,
+    AgentTurn,
+    Tools,
+)
 from hermes_tui.session.wiring import open_session
 from hermes_tui.store import Store
 from hermes_tui.tools.approval import Mode
@@ -27,16 +34,18 @@ def read(call_id: str, path: str) -> list[dict]:
     return [{"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]
 
 
-def run_turns(tmp_path: Path, turns: list[tuple[str, list]], **agent) -> tuple[ScriptedModel, list]:
+def run_turns(tmp_path: Path, turns: list[tuple[str, list]], mode: Mode = Mode.FULL,
+              **agent) -> tuple[ScriptedModel, list]:
     ws = tmp_path / "ws"
-    ws.mkdir()
+    ws.mkdir(parents=True)
     (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (ws / "notes.md").write_text("# Notes\n")
     overrides = {"auxiliary.compression.provider": "extractive", **{f"agent.{k}": v for k, v in agent.items()}}
     store = Store(tmp_path / "state.db")
     session = open_session(Config().with_overrides(overrides), store, title="t", chat=ScriptedModel())
     model = ScriptedModel([reply for _, replies in turns for reply in replies])
     session.chat = model
-    tools = Tools(registry=builtin_registry(), workspace=Workspace(ws), mode=Mode.FULL)
+    tools = Tools(registry=builtin_registry(), workspace=Workspace(ws), mode=mode)
     try:
         for text, _ in turns:
             session.add_user_message(text)
@@ -101,3 +110,69 @@ def test_a_second_failure_in_a_row_leaves_the_model_free(tmp_path, hermes_home):
     model, _ = run_turns(tmp_path, turns)
     before_any_read = [name for name in ALL if name != "edit_file"]
     assert model.must_call == [before_any_read, before_any_read, None, None, None]
+
+
+def call(call_id: str, name: str, **arguments) -> list[dict]:
+    return [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]
+
+
+def held_paths(model: ScriptedModel) -> list:
+    """Per request: the path each held call is pinned to (None: not pinned, or not held)."""
+    def pin(spec: dict) -> str | None:
+        return spec["function"]["parameters"]["properties"].get("path", {}).get("const")
+
+    return [None if specs is None else sorted({pin(spec) for spec in specs} - {None}) or None
+            for specs in model.must_call_specs]
+
+
+def test_a_write_refused_for_want_of_a_read_is_resumed_once_the_file_is_read(tmp_path, hermes_home):
+    # What the 1.5B model did: write blind, be refused, read, then say it was done.
+    turns = [("Make add return a - b.", [
+        ("", call("c1", "write_file", path="calc.py", content="def add(a, b):\n    return a - b\n")),
+        ("", read("c2", "calc.py")),
+        ("", call("c3", "edit_file", path="calc.py", old_string="a + b", new_string="a - b")),
+        ("Done.", None)])]
+    model, stored = run_turns(tmp_path, turns)
+    assert model.must_call[2] == ["edit_file", "write_file"]  # only the change, and only to calc.py
+    assert held_paths(model)[2] == ["calc.py"]
+    assert model.must_call[3] is None  # landed: free again
+    assert model.requests[2][-1]["content"].endswith(RESUME_NOTE.format(path="calc.py"))
+    assert (tmp_path / "ws" / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+    assert not any("you started" in json.dumps(m) for m in stored)  # the note is never stored
+
+
+def test_an_edit_refused_is_resumed_at_once_since_its_refusal_reads_the_file(tmp_path, hermes_home):
+    turns = [("Make add return a - b.", [
+        ("", read("c0", "notes.md")),  # a read of another file: edit_file may be called then
+        ("", call("c1", "edit_file", path="calc.py", old_string="a+b", new_string="a-b")),
+        ("", call("c2", "edit_file", path="calc.py", old_string="a + b", new_string="a - b")),
+        ("Done.", None)])]
+    model, _ = run_turns(tmp_path, turns)
+    assert model.must_call[2] == ["edit_file", "write_file"] and held_paths(model)[2] == ["calc.py"]
+    assert model.must_call[3] is None
+    assert (tmp_path / "ws" / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+def test_a_change_that_keeps_failing_is_resumed_at_most_twice(tmp_path, hermes_home):
+    wrong = [("", call(f"c{i}", "edit_file", path="calc.py", old_string="a+" * i + "b", new_string="a-b"))
+             for i in range(1, 5)]  # each different: the same call three times in a row is refused
+    turns = [("Make add return a - b.", [("", read("c0", "calc.py")), *wrong, ("I cannot.", None)])]
+    model, _ = run_turns(tmp_path, turns)
+    assert held_paths(model)[2:6] == [["calc.py"], ["calc.py"], None, None]
+
+
+def test_a_change_the_user_declined_is_not_resumed(tmp_path, hermes_home):
+    turns = [("Make add return a - b.", [("", call("c1", "write_file", path="calc.py", content="x")),
+                                         ("", read("c2", "calc.py")), ("Left as it is.", None)])]
+    model, _ = run_turns(tmp_path / "full", turns)
+    assert held_paths(model)[2] == ["calc.py"]  # refused for want of a read: resumed
+    # ... and the same turn headless in a mode that asks: declined, so nothing to resume
+    model, _ = run_turns(tmp_path / "asks", turns, mode=Mode.ASK)
+    assert model.must_call[2] is None
+
+
+def test_resuming_is_part_of_look_first(tmp_path, hermes_home):
+    turns = [("Make add return a - b.", [("", call("c1", "write_file", path="calc.py", content="x")),
+                                         ("", read("c2", "calc.py")), ("Done.", None)])]
+    model, _ = run_turns(tmp_path, turns, look_first=False)
+    assert model.must_call == [None, None, None]
