@@ -29,7 +29,7 @@ from collections.abc import Collection
 from datetime import date
 from pathlib import Path
 
-from hermes_tui.tools.ignore import SKIP_DIRS, IgnoreRules, entry_is_dir, entry_mark, list_entries
+from hermes_tui.tools.ignore import IgnoreRules, entry_is_dir, entry_mark, list_entries
 from hermes_tui.util import paths
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")  # per folder, the first one there
@@ -150,8 +150,7 @@ def _listing_item(name: str, entry: os.DirEntry[str], rules: IgnoreRules) -> str
 def _named_entries(directory: Path, rules: IgnoreRules) -> list[tuple[str, os.DirEntry[str]]]:
     """``directory``'s entries (``list_entries``) with the names to show; a name that is
     nothing but control characters is left out."""
-    named = ((_display_name(entry.name), entry) for entry in list_entries(directory, rules)
-             if entry.name not in SKIP_DIRS)  # a worktree's .git file too: git's, not the project's
+    named = ((_display_name(entry.name), entry) for entry in list_entries(directory, rules))
     return [(name, entry) for name, entry in named if name]
 
 

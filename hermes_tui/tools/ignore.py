@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     import pathspec
 
 
-SKIP_DIRS = frozenset({".git"})
+# Git's own entries, never the project's: a ``.git`` directory, or the ``.git`` file of a
+# worktree or a submodule.
+GIT_NAMES = frozenset({".git"})
 
 
 class IgnoreRules:
@@ -38,9 +40,7 @@ class IgnoreRules:
                     lines += source.read_text(encoding="utf-8", errors="replace").splitlines()
                 except OSError:
                     pass
-            import pathspec  # on first use: ~7 ms the app's start-up need not pay
-
-            self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+            self._specs[directory] = _spec_of(lines) if lines else None
         return self._specs[directory]
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
@@ -55,7 +55,7 @@ class IgnoreRules:
             return False
         if not parts:
             return False
-        if parts[-1] in SKIP_DIRS and is_dir:
+        if parts[-1] in GIT_NAMES:
             return True
         result = False
         directory = self.root
@@ -68,6 +68,25 @@ class IgnoreRules:
                     result = verdict
             directory = directory / parts[i]
         return result
+
+
+def _spec_of(lines: list[str]) -> pathspec.GitIgnoreSpec:
+    """The rules of an ignore file's lines. A line git would pass over (``!`` alone, a lone
+    backslash) is left out: pathspec refuses the whole file for it, and a listing or search
+    would then fail on that workspace."""
+    import pathspec  # on first use: ~7 ms the app's start-up need not pay
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:  # pathspec's pattern error
+        valid = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except ValueError:  # pathspec's pattern error
+                continue
+            valid.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(valid)
 
 
 def entry_is_dir(entry: os.DirEntry[str]) -> bool:

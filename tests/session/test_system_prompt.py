@@ -296,12 +296,14 @@ def test_an_unreadable_directory_shows_without_its_entries(tmp_path, hermes_home
     assert "Files in the workspace" not in prompt(work)  # the workspace itself: no listing, a prompt all the same
 
 
-def test_a_workspace_that_is_a_file_or_a_broken_gitignore_gets_a_prompt_without_listing(tmp_path, hermes_home):
+def test_a_workspace_that_is_a_file_gets_a_prompt_without_listing(tmp_path, hermes_home):
     work = tmp_path / "work"
     work.mkdir()
     (work / "main.py").write_text("x")
     text = prompt(work / "main.py")
     assert "Files in the workspace" not in text and "Approval mode ask" in text
-    (work / ".gitignore").write_text("!\n")  # a pattern pathspec refuses
+    # a line pathspec refuses (git passes over it) leaves the listing and the other lines
+    (work / ".gitignore").write_text("!\n*.log\n")
+    (work / "app.log").write_text("x")
     text = prompt(work)
-    assert "Files in the workspace" not in text and "Approval mode ask" in text
+    assert "Files in the workspace" in text and "main.py" in text and "app.log" not in text

@@ -121,6 +121,10 @@ def test_list_dir_skips_git_and_ignored(tree):
     # inside a folder, each entry is a path from the workspace, as glob and grep give theirs
     assert call(tree, "list_dir", path="src/pkg").content.splitlines() == ["src/pkg/.gitignore", "src/pkg/b.py"]
     assert call(tree, "list_dir", path="./src/pkg/").content.splitlines() == ["src/pkg/.gitignore", "src/pkg/b.py"]
+    # a worktree's or a submodule's .git is a file: git's all the same
+    (tree / "src" / "pkg" / ".git").write_text("gitdir: /elsewhere/.git/worktrees/pkg\n")
+    assert call(tree, "list_dir", path="src/pkg").content.splitlines() == ["src/pkg/.gitignore", "src/pkg/b.py"]
+    assert call(tree, "glob", pattern="src/pkg/*").content.splitlines() == ["src/pkg/.gitignore", "src/pkg/b.py"]
 
 
 def test_glob_follows_nested_gitignores(tree):
@@ -130,6 +134,18 @@ def test_glob_follows_nested_gitignores(tree):
     assert call(tree, "glob", pattern="**/*.yml").content.splitlines() == [".github/ci.yml"]
     assert call(tree, "glob", pattern="*.py", path="src/pkg").content.splitlines() == ["src/pkg/b.py"]
     assert call(tree, "glob", pattern="*.rs").content == "no files match '*.rs'\n"
+
+
+def test_a_line_of_gitignore_git_passes_over_leaves_the_rest_in_force(ws):
+    # "!" alone and a lone backslash are lines git skips; pathspec refuses a file holding one
+    (ws / ".gitignore").write_text("!\n*.log\n\\\nbuild/\n")
+    (ws / "app.log").write_text("x\n")
+    (ws / "build").mkdir()
+    (ws / "main.py").write_text("print('log')\n")
+    assert call(ws, "list_dir", path=".").content.splitlines() == [".gitignore", "main.py"]
+    assert call(ws, "glob", pattern="**/*").content.splitlines() == [".gitignore", "main.py"]
+    found = call(ws, "grep", pattern="x|log").content
+    assert "main.py:1:" in found and "app.log" not in found
 
 
 def test_glob_caps_its_results(ws):
