@@ -247,7 +247,8 @@ ERROR_NOTE = "\n\n[That call failed. Call a tool again as the message says, or a
 
 # The tools that change a file, and the note of a step held to resume a change (below).
 CHANGE_TOOLS = ("edit_file", "write_file")
-RESUME_NOTE = "\n\n[Now make the change to {path} you started, with text copied exactly from the file.]"
+RESUME_NOTE = ("\n\n[Now make the change to {path} with edit_file: old_string copied exactly from the file, "
+               "new_string the text that replaces it.]")
 # How many steps of a turn may be held to resume a change: a change that keeps failing
 # (text the model cannot copy) must leave the model free to say so.
 MAX_RESUMES = 2
@@ -518,16 +519,20 @@ class AgentTurn:
         """A change to resume now, and the calls this step is held to for it, or None.
 
         A change refused for want of a read (``tools.read_record``) is resumed once its file
-        is read: the next step must change that file. Told to read first, the 1.5B model
-        read the file and then answered in prose (most often that the change was made) in
-        all 11 such reads in the benchmark's kept runs; it had meant to change the file, and the read was only the app's
-        condition. A change that failed for another reason (text not found) is resumed the
-        same way, the file being read. At most ``MAX_RESUMES`` steps a turn."""
+        is read: the next step must be an ``edit_file`` of that file. Told to read first, the
+        1.5B model read the file and then answered in prose (most often that the change was
+        made) in all 11 such reads in the benchmark's kept runs; it had meant to change the
+        file, and the read was only the app's condition. Only ``edit_file``: held to either
+        tool, the model wrote the whole file in all 4 resumes measured, twice the same blind
+        content it had been refused, and never the file as read plus the change; an edit
+        has to match the file's text. A change
+        that failed for another reason (text not found) is resumed the same way, the file
+        being read. At most ``MAX_RESUMES`` steps a turn."""
         if self._resumes >= MAX_RESUMES or not self._unfinished or self.tools is None:
             return None
         for resolved, path in self._unfinished.items():
             if self.tools.read_record.check(resolved) is Seen.CURRENT:
-                specs = pinned_to(tools, CHANGE_TOOLS, path)
+                specs = pinned_to(tools, ("edit_file",), path)
                 if specs:
                     return path, specs
         return None

@@ -133,7 +133,8 @@ def test_a_write_refused_for_want_of_a_read_is_resumed_once_the_file_is_read(tmp
         ("", call("c3", "edit_file", path="calc.py", old_string="a + b", new_string="a - b")),
         ("Done.", None)])]
     model, stored = run_turns(tmp_path, turns)
-    assert model.must_call[2] == ["edit_file", "write_file"]  # only the change, and only to calc.py
+    # only an edit (a write would be the same blind content again), and only of calc.py
+    assert model.must_call[2] == ["edit_file"]
     assert held_paths(model)[2] == ["calc.py"]
     assert model.must_call[3] is None  # landed: free again
     assert model.requests[2][-1]["content"].endswith(RESUME_NOTE.format(path="calc.py"))
@@ -148,7 +149,7 @@ def test_an_edit_refused_is_resumed_at_once_since_its_refusal_reads_the_file(tmp
         ("", call("c2", "edit_file", path="calc.py", old_string="a + b", new_string="a - b")),
         ("Done.", None)])]
     model, _ = run_turns(tmp_path, turns)
-    assert model.must_call[2] == ["edit_file", "write_file"] and held_paths(model)[2] == ["calc.py"]
+    assert model.must_call[2] == ["edit_file"] and held_paths(model)[2] == ["calc.py"]
     assert model.must_call[3] is None
     assert (tmp_path / "ws" / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
 
