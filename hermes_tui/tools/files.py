@@ -189,11 +189,15 @@ class Glob(Tool):
             spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         except Exception as e:  # noqa: BLE001 - pathspec raises several kinds for a bad pattern
             raise ToolError(f"invalid pattern {pattern!r}: {e}") from None
-        rules = IgnoreRules(ws.root if ws.contains(base) else base)
+        inside = ws.contains(base)
+        rules = IgnoreRules(ws.root if inside else base)
         found: list[str] = []
         more = 0
         for path in walk_files(base, rules, context.check_cancel):
-            if spec.match_file(path.relative_to(base).as_posix()):
+            # The pattern is taken from ``path`` or, as the results are shown, from the
+            # workspace: the 1.5B model searched "shopkit/*" in "shopkit" and found nothing.
+            if (spec.match_file(path.relative_to(base).as_posix())
+                    or (inside and spec.match_file(path.relative_to(ws.root).as_posix()))):
                 if len(found) < MAX_GLOB_RESULTS:
                     found.append(ws.display(path))
                 else:

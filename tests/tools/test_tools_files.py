@@ -133,6 +133,9 @@ def test_glob_follows_nested_gitignores(tree):
     assert call(tree, "glob", pattern="*.log").content.splitlines() == ["keep.log"]
     assert call(tree, "glob", pattern="**/*.yml").content.splitlines() == [".github/ci.yml"]
     assert call(tree, "glob", pattern="*.py", path="src/pkg").content.splitlines() == ["src/pkg/b.py"]
+    # a pattern from the workspace, as the results are shown, finds the same under its path
+    assert call(tree, "glob", pattern="src/pkg/*.py", path="src/pkg").content.splitlines() == ["src/pkg/b.py"]
+    assert call(tree, "glob", pattern="src/*", path="src/").content == call(tree, "glob", pattern="src/*").content
     assert call(tree, "glob", pattern="*.rs").content == "no files match '*.rs'\n"
 
 
