@@ -349,6 +349,7 @@ class AgentTurn:
         # path as the model wrote it; and how many steps were held to resume one.
         self._unfinished: dict[Path, str] = {}
         self._resumes = 0
+        self._read_held: set[Path] = set()  # files whose read a step was held to
 
     # --- the loop ------------------------------------------------------------------------
     def run(self, cancel: threading.Event | None = None) -> AgentResult:
@@ -484,10 +485,8 @@ class AgentTurn:
         failed = last.role == "tool" and (last.meta.get("tool") or {}).get("status") == Status.ERROR.value
         resume = self._resumable(tools) if agent.look_first and last.role == "tool" else None
         if resume is not None:
-            path, specs = resume
-            self._resumes += 1
             self._retried = failed
-            return specs, RESUME_NOTE.format(path=path) if agent.result_note else None
+            return resume[0], (resume[1] if agent.result_note else None)
         # Held to a call: after the user's message, and once after a call that failed (a
         # second failure in a row leaves the model free to say it cannot).
         held = last.role == "user" or (failed and not self._retried)
@@ -515,26 +514,36 @@ class AgentTurn:
         else:
             self._unfinished.pop(resolved, None)
 
-    def _resumable(self, tools: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]] | None:
-        """A change to resume now, and the calls this step is held to for it, or None.
+    def _resumable(self, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str] | None:
+        """The calls this step is held to, to resume a change that failed, and the note after
+        the results it answers; or None.
 
-        A change refused for want of a read (``tools.read_record``) is resumed once its file
-        is read: the next step must be an ``edit_file`` of that file. Told to read first, the
-        1.5B model read the file and then answered in prose (most often that the change was
-        made) in all 11 such reads in the benchmark's kept runs; it had meant to change the
-        file, and the read was only the app's condition. Only ``edit_file``: held to either
-        tool, the model wrote the whole file in all 4 resumes measured, twice the same blind
+        A change refused for want of a read (``tools.read_record``) is resumed: first the
+        step is held to ``read_file`` of that file (once per file), then, the file read, to
+        an ``edit_file`` of it. Told to read first, the 1.5B model read the file and then
+        answered in prose (most often that the change was made) in all 11 such reads in the
+        benchmark's kept runs, or did not read it at all; it had meant to change the file,
+        and the read was only the app's condition. Only ``edit_file``: held to either tool,
+        the model wrote the whole file in all 4 resumes measured, twice the same blind
         content it had been refused, and never the file as read plus the change; an edit
-        has to match the file's text. A change
-        that failed for another reason (text not found) is resumed the same way, the file
-        being read. At most ``MAX_RESUMES`` steps a turn."""
-        if self._resumes >= MAX_RESUMES or not self._unfinished or self.tools is None:
+        has to match the file's text. ``edit_file``'s own refusal holds the file, so its
+        resume is the edit at once. A change that failed for another reason (text not found)
+        is resumed the same way. At most ``MAX_RESUMES`` edits a turn."""
+        tools_ = self.tools
+        if tools_ is None:
             return None
         for resolved, path in self._unfinished.items():
-            if self.tools.read_record.check(resolved) is Seen.CURRENT:
+            seen = tools_.read_record.check(resolved)
+            if seen is Seen.CURRENT and self._resumes < MAX_RESUMES:
                 specs = pinned_to(tools, ("edit_file",), path)
                 if specs:
-                    return path, specs
+                    self._resumes += 1
+                    return specs, RESUME_NOTE.format(path=path)
+            elif seen is not Seen.CURRENT and resolved not in self._read_held and resolved.is_file():
+                specs = pinned_to(tools, ("read_file",), path)
+                if specs:
+                    self._read_held.add(resolved)
+                    return specs, ERROR_NOTE
         return None
 
     def _sandbox_notice(self) -> None:

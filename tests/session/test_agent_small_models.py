@@ -133,7 +133,8 @@ def test_a_write_refused_for_want_of_a_read_is_resumed_once_the_file_is_read(tmp
         ("", call("c3", "edit_file", path="calc.py", old_string="a + b", new_string="a - b")),
         ("Done.", None)])]
     model, stored = run_turns(tmp_path, turns)
-    # only an edit (a write would be the same blind content again), and only of calc.py
+    assert model.must_call[1] == ["read_file"] and held_paths(model)[1] == ["calc.py"]  # what the refusal asks
+    # then only an edit (a write would be the same blind content again), and only of calc.py
     assert model.must_call[2] == ["edit_file"]
     assert held_paths(model)[2] == ["calc.py"]
     assert model.must_call[3] is None  # landed: free again
@@ -166,10 +167,24 @@ def test_a_change_the_user_declined_is_not_resumed(tmp_path, hermes_home):
     turns = [("Make add return a - b.", [("", call("c1", "write_file", path="calc.py", content="x")),
                                          ("", read("c2", "calc.py")), ("Left as it is.", None)])]
     model, _ = run_turns(tmp_path / "full", turns)
-    assert held_paths(model)[2] == ["calc.py"]  # refused for want of a read: resumed
+    assert held_paths(model)[1:3] == [["calc.py"], ["calc.py"]]  # refused for want of a read: resumed
     # ... and the same turn headless in a mode that asks: declined, so nothing to resume
     model, _ = run_turns(tmp_path / "asks", turns, mode=Mode.ASK)
-    assert model.must_call[2] is None
+    assert model.must_call[1:] == [None, None]
+
+
+def test_a_read_the_model_does_not_make_is_held_once(tmp_path, hermes_home):
+    turns = [("Make add return a - b.", [("", call("c1", "write_file", path="calc.py", content="x")),
+                                         ("", call("c2", "list_dir", path=".")),
+                                         ("", call("c3", "glob", pattern="*.py")), ("I could not.", None)])]
+    model, _ = run_turns(tmp_path, turns)
+    assert model.must_call[1] == ["read_file"]  # the model listed instead (the script says so)
+    assert model.must_call[2:] == [None, None]
+    # a file that is not there is no change to resume: the write creates it
+    turns = [("Make add return a - b.", [("", call("c1", "edit_file", path="nope.py", old_string="a",
+                                                   new_string="b")), ("", read("c2", "calc.py")), ("No.", None)])]
+    model, _ = run_turns(tmp_path / "missing", turns)
+    assert held_paths(model)[1:] == [None, None]
 
 
 def test_resuming_is_part_of_look_first(tmp_path, hermes_home):
