@@ -566,6 +566,13 @@ class AgentTurn:
             self.listener.notice(text)
 
     def _answer_calls(self, reply: Message, cancel: threading.Event) -> None:
+        if self.tools is None:
+            self._answer_each(reply, cancel)
+            return
+        with self.tools.read_record.reply():  # a read counts for the replies after this one
+            self._answer_each(reply, cancel)
+
+    def _answer_each(self, reply: Message, cancel: threading.Event) -> None:
         answered: set[str] = set()
         try:
             for index, call in enumerate(reply.tool_calls or []):

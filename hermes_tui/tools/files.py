@@ -272,7 +272,7 @@ def _require_read(path: Path, shown: str, context: ToolContext, doing: str, tool
 def _record_write(path: Path, context: ToolContext) -> None:
     """What our tool just wrote the model knows: the next edit needs no read."""
     if context.read_record is not None:
-        context.read_record.record(path)
+        context.read_record.record(path, written=True)
 
 
 def write_atomically(path: Path, text: str) -> None:

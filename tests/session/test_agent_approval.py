@@ -114,8 +114,9 @@ def test_a_path_outside_asks_even_in_full_mode_and_is_used_only_when_approved(sc
         calls(call("read_file", "o1", path="../outside/secret.txt"),
               call("read_file", "o2", path=str(outside / "secret.txt")),
               call("read_file", "o3", path="link/secret.txt"),
-              call("write_file", "o4", path="link/new.txt", content="x"),
-              call("edit_file", "o5", path="../outside/secret.txt", old_string="outside", new_string="inside")),
+              call("write_file", "o4", path="link/new.txt", content="x")),
+        # an edit applies to a file read before its reply (tools/read_record.py)
+        calls(call("edit_file", "o5", path="../outside/secret.txt", old_string="outside", new_string="inside")),
         answer("done"),
     ])
     asked = Asked(Answer.ALLOW_ONCE, Answer.DENY, Answer.DENY, Answer.ALLOW_ONCE, Answer.DENY)

@@ -192,3 +192,13 @@ def test_resuming_is_part_of_look_first(tmp_path, hermes_home):
                                          ("", read("c2", "calc.py")), ("Done.", None)])]
     model, _ = run_turns(tmp_path, turns, look_first=False)
     assert model.must_call == [None, None, None]
+
+
+def test_a_write_in_the_same_reply_as_the_read_of_its_file_is_refused(tmp_path, hermes_home):
+    both = read("c1", "calc.py") + call("c2", "write_file", path="calc.py", content="x = 1\n")
+    turns = [("Rewrite calc.py.", [("", both), ("", call("c3", "write_file", path="calc.py", content="x = 1\n")),
+                                   ("Done.", None)])]
+    model, _ = run_turns(tmp_path, turns)
+    results = [m for m in model.requests[1] if m["role"] == "tool"]
+    assert "was not read in this session" in results[1]["content"]  # written before the file was seen
+    assert (tmp_path / "ws" / "calc.py").read_text() == "x = 1\n"  # the next reply's write went through

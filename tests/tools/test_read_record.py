@@ -182,3 +182,29 @@ def test_the_record_stands_threads_recording_at_once(tmp_path):
     assert record.check(files[0]) is Seen.CHANGED
     record.record(files[0])  # gone: forgotten, not recorded
     assert record.check(files[0]) is Seen.UNREAD
+
+
+def test_a_read_counts_from_the_next_reply_on(ws, ctx):
+    """The agent answers a reply's calls inside ``reply()``: a write in the same reply as the
+    read of its file was written before the model saw the file."""
+    record = ctx.read_record
+    assert record is not None
+    with record.reply():
+        assert not call(ctx, "read_file", path="shopkit/pricing.py").is_error
+        blind = call(ctx, "write_file", path="shopkit/pricing.py", content="def price(n):\n    pass\n")
+        assert blind.is_error and "was not read in this session" in blind.content
+    assert (ws / "shopkit" / "pricing.py").read_text() == PRICING
+    with record.reply():  # the next reply: the read counts
+        assert not edit(ctx, "n * 2", "n * 3").is_error
+
+
+def test_what_our_tools_write_counts_at_once_in_the_same_reply(ws, ctx):
+    record = ctx.read_record
+    assert record is not None
+    with record.reply():
+        assert not call(ctx, "write_file", path="shopkit/cart.py", content="ITEMS = []\n").is_error
+        assert not edit(ctx, "ITEMS = []", "ITEMS: list = []", path="shopkit/cart.py").is_error
+        # a read after the write in the same reply does not take the write's count back
+        call(ctx, "read_file", path="shopkit/cart.py")
+        assert not edit(ctx, "ITEMS: list", "ITEMS: tuple", path="shopkit/cart.py").is_error
+    assert (ws / "shopkit" / "cart.py").read_text() == "ITEMS: tuple = []\n"
