@@ -404,6 +404,10 @@ class Compactor:
                 written_by=stats.get("written_by"),
                 rejected=stats.get("rejected"),
                 model_calls=stats.get("model_calls"),
+                # Why a defrag ran, and the tokens of the summary's piece it consolidated (None:
+                # the whole summary and the middle).
+                defrag_reason=stats.get("defrag_reason"),
+                defrag_piece_tokens=stats.get("defrag_piece_tokens"),
                 **pass_cost(stats, fields["duration_ms"]),
             )
         else:

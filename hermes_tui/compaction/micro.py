@@ -51,6 +51,12 @@ from hermes_tui.core.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.core.transcript import MICRO, Message, exchange_end, make_marker
 
 DEFRAG_MAX_RATIO = 0.6
+# After a defrag failed, the next one (after its back-off) consolidates the summary's oldest
+# lines at half the size of the last try, and half again after each failure, down to this
+# many tokens: asked the same request again, the 1.5B model gave the same answer (a piece
+# written back at 70-77% of its size, four times over). A window-pressure defrag, which
+# must fold the middle, is asked as before.
+RETRY_PIECE_MIN_TOKENS = 120
 MERGE, APPEND = "merge", "append"
 MODES = (MERGE, APPEND)
 # The Facts section's budget, as a share of the defrag threshold (2000 -> 300 tokens), on
@@ -370,6 +376,10 @@ def _defrag(
     base_tokens = ctx.counter.count_text(base)
     # What the model can consolidate within the timeout, at its measured speeds (sizing.py).
     budget = ctx.speed.piece_tokens(ctx.timeout_s, DEFRAG_MAX_RATIO)
+    if state.defrag_failures and not need_middle and state.marker_index is not None:
+        # A retry changes something: the oldest piece, half the size of the last try.
+        tried = min(budget, base_tokens)
+        return _defrag_piece(messages, state, ctx, max(RETRY_PIECE_MIN_TOKENS, tried >> state.defrag_failures))
     if base_tokens > budget and state.marker_index is not None:
         return _defrag_piece(messages, state, ctx, budget)
     # User messages outside the floor are folded too, and quoted while they fit (user_floor).
