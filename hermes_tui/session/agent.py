@@ -16,9 +16,11 @@ its calls as text (a JSON object, ``<tool_call>`` tags, ``<function=...>``);
 
 Small models: the first model call after the user's message must be a call to an offered
 tool that can succeed, and so must the call after one that failed, once in a row
-(``agent.look_first``; the client holds the model to ``chat.call_schema``); a request that
-ends with tool results carries ``RESULT_NOTE`` after them, ``ERROR_NOTE`` after one that
-failed (``agent.result_note``; not stored). Measured on Qwen2.5-Coder-1.5B
+(``agent.look_first``; the client holds the model to ``chat.call_schema``). A change to a
+file refused for want of a read is resumed under the same setting: the next call must read
+that file, and the one after it edit it (``AgentTurn._resumable``). A request that ends
+with tool results carries ``RESULT_NOTE`` after them, ``ERROR_NOTE`` after one that failed,
+``RESUME_NOTE`` before a resumed edit (``agent.result_note``; not stored). Measured on Qwen2.5-Coder-1.5B
 (``benchmarks/bench_agent_tasks.py``): without the first, it answered most questions about
 the workspace without looking; without the second, it echoed the result in its template's
 ``<tool_response>`` tags or called the same tool again instead of answering. A reply cut off
