@@ -16,16 +16,19 @@ the app never runs those; a reply that ran on to its token cap is the model's ``
 ``overflow`` (nothing sent: too large, or the server refused the size), ``timeout``.
 
 ``--one-session``: the tasks run one after another in one session (``--resume``) and one
-workspace, at ``--context-limit`` (16,384 by default) so compaction fires; it also reports the
-largest request the server counted against the window and whether the first task's prompt is
-still word for word in the last request.
+workspace, at ``--context-limit`` (16,384 by default); with ``--rounds N`` the task list runs N
+times over in that session, the workspace put back to the project's commit between rounds, so
+the session grows past the compaction threshold and compaction fires (one round of the 13
+tasks stays under it). It also reports the largest request the server counted against the
+window, the markers compaction wrote and the messages it archived, each round's successes,
+and whether the first task's prompt is still word for word in the last request.
 
 Without ``--base-url`` a llama-server is started on ``--model`` with
 ``../shared/realmodels/serve`` (and stopped at the end). Examples::
 
     uv run python benchmarks/bench_agent_tasks.py --model qwen2.5-coder-1.5b-instruct-q4_k_m
     uv run python benchmarks/bench_agent_tasks.py --model qwen2.5-coder-0.5b-instruct-q4_k_m --out r.json
-    uv run python benchmarks/bench_agent_tasks.py --one-session --context-limit 16384
+    uv run python benchmarks/bench_agent_tasks.py --one-session --context-limit 16384 --rounds 4
 """
 
 from __future__ import annotations
@@ -242,6 +245,25 @@ def session_messages(home: Path, session_id: str | None) -> tuple[str | None, li
         return info.id, [msg for msg, _ in store.load_all(info.id)]
 
 
+def compaction_counts(home: Path, session_id: str | None) -> tuple[int, int]:
+    """The markers compaction wrote in the session (superseded ones too) and the messages it archived."""
+    from hermes_tui.store import Store
+
+    if session_id is None:
+        return 0, 0
+    with Store(home / "state.db") as store:
+        rows = store.load_all(session_id)
+    markers = sum(1 for msg, _ in rows if msg.is_marker)
+    archived = sum(1 for msg, state in rows if state == "archived" and not msg.is_marker)
+    return markers, archived
+
+
+def reset_project(root: Path) -> None:
+    """Put the workspace back to the project as committed: the next round's tasks find it as the first did."""
+    subprocess.run(["git", "checkout", "--", "."], cwd=root, check=True, capture_output=True)
+    subprocess.run(["git", "clean", "-fdq"], cwd=root, check=True, capture_output=True)
+
+
 def _since_prompt(messages: list[Any], prompt: str) -> list[Any]:
     """The messages of the turn that began with ``prompt`` (the last such user message)."""
     starts = [i for i, m in enumerate(messages) if m.role == "user" and m.content == prompt]
@@ -364,6 +386,9 @@ class SuiteRun:
     largest_prompt: int | None = None
     first_prompt_in_last_request: bool | None = None
     seconds: float = 0.0
+    rounds: int = 1
+    markers_written: int | None = None  # one session: compaction's markers, superseded ones too
+    messages_archived: int | None = None  # one session: the messages compaction folded
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "tasks": [asdict(t) for t in self.tasks]}
@@ -371,26 +396,33 @@ class SuiteRun:
 
 def run_suite(base_url: str, model: str, tasks: list[Task], *, one_session: bool, context_limit: int | None,
               max_steps: int, compaction: str, keep: Path | None = None,
-              settings: dict[str, Any] | None = None) -> SuiteRun:
+              settings: dict[str, Any] | None = None, rounds: int = 1) -> SuiteRun:
     upstream = base_url.removesuffix("/").removesuffix("/v1")
     proxy = RecordingProxy(upstream).start()
-    suite = SuiteRun(model, one_session, context_limit)
+    suite = SuiteRun(model, one_session, context_limit, rounds=rounds)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
         scratch = keep or Path(tmp)
         try:
             session_id = None
             shared = project.make_project(scratch / "ws-shared") if one_session else None
-            for n, task in enumerate(tasks, start=1):
-                home = scratch / ("home-shared" if one_session else f"home-{n}")
-                if not (home / "config.yaml").exists():
-                    write_config(home, proxy.base + "/v1", model, context_limit, max_steps, compaction, settings)
-                workspace = shared or project.make_project(scratch / f"ws-{n}")
-                run, sid = run_task(task, workspace, home, proxy, resume=session_id if one_session else None)
-                if one_session:
-                    session_id = sid
-                suite.tasks.append(run)
-                print(_row(n, run), flush=True)
+            home = scratch / "home-shared"
+            for round_ in range(rounds):
+                if round_ and shared is not None:
+                    reset_project(shared)
+                for n, task in enumerate(tasks, start=1):
+                    if not one_session:
+                        home = scratch / f"home-{n}"
+                    if not (home / "config.yaml").exists():
+                        write_config(home, proxy.base + "/v1", model, context_limit, max_steps, compaction, settings)
+                    workspace = shared or project.make_project(scratch / f"ws-{n}")
+                    run, sid = run_task(task, workspace, home, proxy, resume=session_id if one_session else None)
+                    if one_session:
+                        session_id = sid
+                    suite.tasks.append(run)
+                    print(_row(round_ * len(tasks) + n, run), flush=True)
+            if one_session:
+                suite.markers_written, suite.messages_archived = compaction_counts(home, session_id)
         finally:
             proxy.stop()
     chats = [e for e in proxy.recording.chats() if e.request]
@@ -429,6 +461,12 @@ def summary(suite: SuiteRun) -> str:
         f"tool calls by form: {dict(forms) or 'none'}",
         f"largest prompt the server counted: {suite.largest_prompt}",
     ]
+    if suite.rounds > 1:
+        size = len(tasks) // suite.rounds
+        per_round = [sum(t.success for t in tasks[r * size:(r + 1) * size]) for r in range(suite.rounds)]
+        lines.append(f"tasks that succeeded per round (of {size}): {per_round}")
+    if suite.markers_written is not None:
+        lines.append(f"compaction: {suite.markers_written} markers written, {suite.messages_archived} messages archived")
     if suite.first_prompt_in_last_request is not None:
         lines.append(f"first task's prompt word for word in the last request: {suite.first_prompt_in_last_request}")
     return "\n".join(lines)
@@ -474,7 +512,11 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.NAME=VALUE",
                         help="a config setting for every task, e.g. model.temperature=0.2 (value read as YAML)")
     parser.add_argument("--repeat", type=int, default=1, help="run the suite this many times (sampling varies)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --one-session: the tasks this many times over "
+                        "in the session, the workspace reset between rounds (so compaction fires)")
     args = parser.parse_args()
+    if args.rounds > 1 and not args.one_session:
+        parser.error("--rounds goes with --one-session")
     if shutil.which("git") is None:
         print("bench_agent_tasks: git is needed to make the project a repository", file=sys.stderr)
         return 2
@@ -492,7 +534,8 @@ def main() -> int:
         for n in range(args.repeat):
             keep = args.keep / f"run-{n + 1}" if args.keep and args.repeat > 1 else args.keep
             suite = run_suite(base_url, args.model, chosen, one_session=args.one_session, context_limit=limit,
-                              max_steps=args.max_steps, compaction=args.compaction, keep=keep, settings=settings)
+                              max_steps=args.max_steps, compaction=args.compaction, keep=keep, settings=settings,
+                              rounds=args.rounds)
             suites.append(suite)
             print(summary(suite), flush=True)
     finally:
