@@ -51,12 +51,6 @@ from hermes_tui.core.tokens import TokenCounter, count_message, count_messages
 from hermes_tui.core.transcript import MICRO, Message, exchange_end, make_marker
 
 DEFRAG_MAX_RATIO = 0.6
-# After a defrag failed, the next one (after its back-off) consolidates the summary's oldest
-# lines at half the size of the last try, and half again after each failure, down to this
-# many tokens: asked the same request again, the 1.5B model gave the same answer (a piece
-# written back at 70-77% of its size, four times over). A window-pressure defrag, which
-# must fold the middle, is asked as before.
-RETRY_PIECE_MIN_TOKENS = 120
 MERGE, APPEND = "merge", "append"
 MODES = (MERGE, APPEND)
 # The Facts section's budget, as a share of the defrag threshold (2000 -> 300 tokens), on
@@ -376,10 +370,6 @@ def _defrag(
     base_tokens = ctx.counter.count_text(base)
     # What the model can consolidate within the timeout, at its measured speeds (sizing.py).
     budget = ctx.speed.piece_tokens(ctx.timeout_s, DEFRAG_MAX_RATIO)
-    if state.defrag_failures and not need_middle and state.marker_index is not None:
-        # A retry changes something: the oldest piece, half the size of the last try.
-        tried = min(budget, base_tokens)
-        return _defrag_piece(messages, state, ctx, max(RETRY_PIECE_MIN_TOKENS, tried >> state.defrag_failures))
     if base_tokens > budget and state.marker_index is not None:
         return _defrag_piece(messages, state, ctx, budget)
     # User messages outside the floor are folded too, and quoted while they fit (user_floor).
@@ -398,7 +388,10 @@ def _defrag(
     stats: dict[str, Any] = {"cursor": state.cursor, "exchange_tokens": count_messages(ctx.counter, middle_messages)}
 
     redacted = [redact_message(m) for m in middle_messages]
-    text, failed = _consolidate(ctx, state, SummaryRequest("defrag", redact(base), redacted), input_tokens, stats)
+    request = _defrag_request(state, redact(base), redacted)
+    if request is None:
+        return None
+    text, failed = _consolidate(ctx, state, request, input_tokens, stats)
     if failed is not None:
         return failed
 
@@ -417,9 +410,24 @@ def _defrag(
     marker = _marker(summary, summary_tokens, [m.id for m in middle_messages], floor, kept, ctx)
     splice = Splice(tuple(removed), marker, tuple(messages[i] for i, _ in removed))
     new_state = _after_splice(floor, splice, summary, summary_tokens, facts=tuple(kept), failing_id=None, failures=0)
-    new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
+    new_state = new_state.evolve(defrag_failures=0, defrag_wait=0, defrag_failed_request=None)
     stats.update(_fact_stats(ctx, state, kept), rolling_summary_tokens=summary_tokens, users_folded=len(folded))
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
+
+
+def _defrag_request(state: MicroState, summary: str, messages: list[Message]) -> SummaryRequest | None:
+    """The defrag to ask: after one that failed, the strict prompt (a length in words); None
+    when that strict request is the very one that failed last, since a retry must change
+    something (the same request got the same answer). A longer summary or more of the middle
+    makes it another request."""
+    request = SummaryRequest("defrag", summary, messages, strict=state.defrag_failures > 0)
+    if request.strict and state.defrag_failed_request == _request_key(request):
+        return None
+    return request
+
+
+def _request_key(request: SummaryRequest) -> int:
+    return hash((request.summary, tuple(m.id for m in request.messages), request.strict))
 
 
 def _consolidate(
@@ -444,7 +452,8 @@ def _consolidate(
     if not problem:
         return text, None
     failures = state.defrag_failures + 1
-    new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4))
+    new_state = state.evolve(defrag_failures=failures, defrag_wait=2 ** min(failures, 4),
+                             defrag_failed_request=_request_key(request) if request.strict else None)
     return text, PassResult(MICRO, DEFRAG_FAILED, new_state, failure=problem, detail=detail, stats=stats)
 
 
@@ -468,7 +477,7 @@ def _fitting(messages: list[Message], indices: list[int], room: int, ctx: PassCo
     return kept
 
 
-def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, budget: int) -> PassResult:
+def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, budget: int) -> PassResult | None:
     """The summary alone is more than the model consolidates in time: its oldest lines, up to
     ``budget`` tokens, are consolidated and the rest stays as it is. The marker is replaced;
     no message is absorbed. Later defrags take the next piece while the summary is too long.
@@ -486,7 +495,10 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
     piece_text = "\n".join(piece)
     input_tokens = ctx.counter.count_text(piece_text)
     stats: dict[str, Any] = {"cursor": state.cursor, "exchange_tokens": 0, "defrag_piece_tokens": input_tokens}
-    text, failed = _consolidate(ctx, state, SummaryRequest("defrag", redact(piece_text), []), input_tokens, stats)
+    request = _defrag_request(state, redact(piece_text), [])
+    if request is None:
+        return None
+    text, failed = _consolidate(ctx, state, request, input_tokens, stats)
     if failed is not None:
         return failed
     consolidated, _ = _split(ctx, text)  # the Facts section stays the engine's, as it was
@@ -499,7 +511,7 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
     assert state.marker_index is not None and state.marker_id is not None
     splice = Splice(((state.marker_index, state.marker_id),), marker, (messages[state.marker_index],))
     new_state = _after_splice(state, splice, summary, summary_tokens, failing_id=None, failures=0)
-    new_state = new_state.evolve(defrag_failures=0, defrag_wait=0)
+    new_state = new_state.evolve(defrag_failures=0, defrag_wait=0, defrag_failed_request=None)
     stats.update(rolling_summary_tokens=summary_tokens, users_folded=0)
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 

@@ -46,6 +46,7 @@ class MicroState:
     failures: int = 0                  # consecutive failures of that exchange
     defrag_failures: int = 0           # consecutive failed defrags
     defrag_wait: int = 0               # passes to wait before trying defrag again
+    defrag_failed_request: int | None = None  # hash of the strict defrag request that last failed
     passes_total: int = 0
     tokens_saved_total: int = 0
     quotes: tuple[tuple[str, str], ...] = ()  # the user messages the summary quotes (user_floor)

@@ -25,7 +25,7 @@ class SummaryRequest:
     summary: str                   # the current rolling summary, already redacted
     messages: list[Message] = field(default_factory=list)  # already redacted
     focus: str | None = None       # batch only: what to give most room to
-    strict: bool = False           # a second try, after an answer that misread the task
+    strict: bool = False           # a second try, after an answer that misread the task (or a defrag that failed)
 
     def to_chat(self) -> list[dict[str, str]]:
         if self.kind == "absorb":
@@ -33,7 +33,7 @@ class SummaryRequest:
         if self.kind == "append":
             return prompts.append_prompt(self.summary, self.messages, strict=self.strict)
         if self.kind == "defrag":
-            return prompts.defrag_prompt(self.summary, self.messages)
+            return prompts.defrag_prompt(self.summary, self.messages, strict=self.strict)
         return prompts.batch_prompt(self.summary, self.messages, self.focus)
 
 

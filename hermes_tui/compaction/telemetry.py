@@ -33,6 +33,9 @@ MICRO_FIELDS = (
     # Who wrote what was absorbed ("model", or the exchange's deterministic "notes"), why the
     # model's answers were not taken (reasons only), and how many calls the pass made.
     "written_by", "rejected", "model_calls",
+    # Why a defrag ran (summary_size, window_pressure), and the tokens of the summary's piece
+    # it consolidated (null: the whole summary with the middle).
+    "defrag_reason", "defrag_piece_tokens",
 )
 BATCH_FIELDS = (
     "event", "session_id", "outcome", "failure",

@@ -257,6 +257,46 @@ def test_defrag_that_does_not_shrink_fails_and_backs_off():
     assert kinds.count("defrag") < len(kinds) / 2
 
 
+def test_a_defrag_asked_again_names_its_length_in_words_and_the_same_one_is_not_asked_twice():
+    """A retry changes something: asked "at most half as long" again, the 1.5B model wrote the
+    same piece back at the same size; asked for a number of words, it met the check."""
+    big = "\n".join(f"- note {i}: " + words(8, f"n{i}") for i in range(25))
+    defrags = []
+
+    def script(request):
+        if request.kind == "absorb":
+            return big
+        defrags.append(request)
+        return "\n".join([request.summary, *(m.content for m in request.messages)])  # never shrinks
+
+    compactor, conv = make_compactor(ScriptedSummarizer(script), defrag_threshold=500, limit=400_000)
+    conv.extend(agent_session(exchanges=40, size=400))
+    for _ in range(12):
+        compactor.micro_pass(conv)
+    assert len(defrags) >= 2
+    assert [r.strict for r in defrags] == [False] + [True] * (len(defrags) - 1)
+    first, again = (r.to_chat()[-1]["content"] for r in defrags[:2])
+    assert first.endswith("at most half as long.")
+    words_asked = int(again.rsplit("at most ", 1)[1].split()[0])
+    given = len(" ".join([defrags[1].summary, *(m.content for m in defrags[1].messages)]).split())
+    assert 0.3 * given < words_asked < 0.6 * given
+    # ... and no strict request is the very one that failed just before it
+    keys = [(r.summary, tuple(m.id for m in r.messages)) for r in defrags[1:]]
+    assert all(a != b for a, b in zip(keys, keys[1:]))
+
+
+def test_the_strict_defrag_that_failed_is_not_asked_again_unchanged():
+    from hermes_tui.compaction.micro import _defrag_request, _request_key
+    from hermes_tui.compaction.state import MicroState
+
+    once = MicroState(defrag_failures=1)
+    request = _defrag_request(once, "- a note\n- another", [])
+    assert request is not None and request.strict
+    failed = MicroState(defrag_failures=2, defrag_failed_request=_request_key(request))
+    assert _defrag_request(failed, "- a note\n- another", []) is None
+    assert _defrag_request(failed, "- a note\n- another\n- a third", []) is not None  # the summary grew
+
+
 def test_store_failure_publishes_nothing():
     compactor, conv = make_compactor()
     conv.extend(agent_session(exchanges=6, size=100))
