@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hermes_tui.compaction import checks, facts, notes, prompts, user_floor
@@ -193,6 +193,10 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     first = 1 if state.failing_id == exchange[0].id else 0
     if ctx.settings.micro_compact_mode == APPEND and exchange_tokens < ctx.notes_below_tokens:
         first = ATTEMPTS
+    if exchange_tokens <= scaffold:
+        # Nothing written about it costs less than it does with a new marker's scaffolding
+        # (a 21-token answer before the first marker): no one is asked, and it stays as it is.
+        return _skipped(state, exchange, stats, checks.GROWN, end)
     for attempt in range(first, ATTEMPTS):
         try:
             reply = _ask(ctx, state, body, redacted, exchange_tokens, given_tokens, scaffold,
@@ -209,8 +213,12 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
         # place, so it never leaves the context with less kept than the extractive summarizer
         # would keep.
         reply = _fallback(ctx, body, redacted, exchange_tokens - scaffold)
-        if reply.problem is not None:  # the notes alone are larger than the exchange
-            return _failed(state, exchange, stats, problems[-1] if problems else reply.problem, end)
+        if reply.problem is not None:
+            # The notes alone are larger than the exchange, and the model (at temperature 0)
+            # would answer the same again: it stays as it is, at once. Counting to three
+            # failures instead never ended where each `hermes-tui run` is a new process
+            # (failure counts live in memory): every run asked about the same exchange again.
+            return _skipped(state, exchange, stats, problems[-1] if problems else reply.problem, end)
         stats["written_by"] = NOTES_WRITER
     else:
         stats["written_by"] = MODEL_WRITER
@@ -516,6 +524,12 @@ def _defrag_piece(messages: list[Message], state: MicroState, ctx: PassContext, 
     return PassResult(MICRO, DEFRAG, new_state, splice=splice, stats=stats)
 
 
+def _skipped(state: MicroState, exchange: list[Message], stats: dict[str, Any], reason: str, end: int) -> PassResult:
+    """Leave the exchange verbatim for good (flagged, so a new process steps over it too)."""
+    new_state = state.evolve(cursor=end, cursor_anchor=exchange[-1].id, failing_id=None, failures=0)
+    return PassResult(MICRO, EXCHANGE_SKIPPED, new_state, failure=reason, skipped=tuple(exchange), stats=stats)
+
+
 def _failed(
     state: MicroState, exchange: list[Message], stats: dict[str, Any], reason: str, end: int, *, detail: str | None = None
 ) -> PassResult:
@@ -527,11 +541,7 @@ def _failed(
         return PassResult(
             MICRO, SUMMARIZE_FAILED, new_state, failure=reason, detail=detail, stats={**stats, "failures": failures}
         )
-    new_state = state.evolve(cursor=end, cursor_anchor=exchange[-1].id, failing_id=None, failures=0)
-    return PassResult(
-        MICRO, EXCHANGE_SKIPPED, new_state, failure=reason, detail=detail, skipped=tuple(exchange),
-        stats={**stats, "failures": failures},
-    )
+    return replace(_skipped(state, exchange, {**stats, "failures": failures}, reason, end), detail=detail)
 
 
 def _never_absorbed(msg: Message) -> bool:

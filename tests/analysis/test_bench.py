@@ -350,14 +350,14 @@ def test_a_session_that_runs_out_of_exchanges_starts_again(tiny_model, hf_offlin
     with pytest.raises(bench_results.BenchError, match="no exchange to absorb"):
         run_bench(cfg, runtime=runtime)
     # A tail budget of 80 tokens holds the last exchange (~59) only: two exchanges to absorb,
-    # three attempts each, then the walk starts again.
+    # each left as it is at once (the tiny model's answers are rejected, and the exchange's own
+    # notes are larger than it beside a first marker's scaffolding), then the walk starts again.
     path = tmp_path / "four.json"
     path.write_text(json.dumps(messages))
     cfg = BenchConfig([str(tiny_model.q4)], passes=7, warmup=0, max_tokens=CAP, session_path=path,
                       context_limit=500)
     (run,) = run_bench(cfg, runtime=runtime)
-    assert [p.outcome for p in run.passes] == ["summarize_failed", "summarize_failed", "exchange_skipped"] * 2 + [
-        "summarize_failed"]
+    assert [p.outcome for p in run.passes] == ["exchange_skipped"] * 7
 
 
 # --- the command line --------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from helpers import (
     user,
 )
 
+from hermes_tui.compaction.state import SKIPPED_FLAG
 from hermes_tui.core.conversation import Conversation
 from hermes_tui.core.tokens import count_message
 from hermes_tui.store import Store
@@ -111,7 +112,9 @@ def exchange_of(tokens_wanted: int, counter) -> list:
 
 def test_a_first_pass_never_absorbs_an_exchange_smaller_than_the_marker_it_would_add():
     # A 20-token exchange folded into a 12-token summary: with the marker's scaffolding the
-    # context would grow, so the summary is rejected as grown and nothing changes.
+    # context would grow, so it is left as it is, at once and for good (flagged: a new
+    # process steps over it too; counting to three failures never ended where each
+    # `hermes-tui run` is a process of its own), and the next pass takes the next exchange.
     compactor, conv = make_compactor(ScriptedSummarizer(lambda request: "- the assistant listed a folder."))
     counter = conv.counter
     small = exchange_of(20, counter)
@@ -121,9 +124,14 @@ def test_a_first_pass_never_absorbs_an_exchange_smaller_than_the_marker_it_would
     before = recount(counter, conv.messages)
     report = compactor.micro_pass(conv)
     assert report.fields["cursor"] == 2 and report.fields["exchange_tokens"] == exchange_tokens
-    assert report.outcome == "summarize_failed" and report.fields["failure"] == "grown"
+    assert report.outcome == "exchange_skipped" and report.fields["failure"] == "grown"
     assert recount(counter, conv.messages) == before and report.fields["tokens_delta"] == 0
     assert compactor.state.tokens_saved_total == 0 and not any(m.is_marker for m in conv.messages)
+    assert all(m.meta.get(SKIPPED_FLAG) for m in small)
+    assert compactor.ctx.summarizer.requests == []  # nothing written about it could cost less: no one asked
+    fresh, _ = make_compactor(ScriptedSummarizer(lambda request: "- the assistant listed a folder."))
+    nxt = fresh.micro_pass(conv)  # a new process
+    assert nxt.outcome == "absorbed" and nxt.fields["cursor"] > 2
 
 
 def test_a_first_pass_whose_marker_pays_for_itself_absorbs_and_saves():
