@@ -485,7 +485,7 @@ class AgentTurn:
         if last is None or last.role not in ("user", "tool"):
             return None, None
         failed = last.role == "tool" and (last.meta.get("tool") or {}).get("status") == Status.ERROR.value
-        resume = self._resumable(tools) if agent.look_first and last.role == "tool" else None
+        resume = self._resumable(tools, failed) if agent.look_first and last.role == "tool" else None
         if resume is not None:
             self._retried = failed
             return resume[0], (resume[1] if agent.result_note else None)
@@ -516,7 +516,7 @@ class AgentTurn:
         else:
             self._unfinished.pop(resolved, None)
 
-    def _resumable(self, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str] | None:
+    def _resumable(self, offered: list[dict[str, Any]], failed: bool) -> tuple[list[dict[str, Any]], str] | None:
         """The calls this step is held to, to resume a change that failed, and the note after
         the results it answers; or None.
 
@@ -531,21 +531,20 @@ class AgentTurn:
         has to match the file's text. ``edit_file``'s own refusal holds the file, so its
         resume is the edit at once. A change that failed for another reason (text not found)
         is resumed the same way. At most ``MAX_RESUMES`` edits a turn."""
-        tools_ = self.tools
-        if tools_ is None:
+        if self.tools is None:
             return None
         for resolved, path in self._unfinished.items():
-            seen = tools_.read_record.check(resolved)
+            seen = self.tools.read_record.check(resolved)
             if seen is Seen.CURRENT and self._resumes < MAX_RESUMES:
-                specs = pinned_to(tools, ("edit_file",), path)
+                specs = pinned_to(offered, ("edit_file",), path)
                 if specs:
                     self._resumes += 1
                     return specs, RESUME_NOTE.format(path=path)
             elif seen is not Seen.CURRENT and resolved not in self._read_held and resolved.is_file():
-                specs = pinned_to(tools, ("read_file",), path)
+                specs = pinned_to(offered, ("read_file",), path)
                 if specs:
                     self._read_held.add(resolved)
-                    return specs, ERROR_NOTE
+                    return specs, ERROR_NOTE if failed else RESULT_NOTE
         return None
 
     def _sandbox_notice(self) -> None:
