@@ -439,10 +439,9 @@ class Compactor:
                 f"Micro-compaction defrag: rolling summary re-summarized ({len(self.state.summary)} chars)"
             )
         elif outcome == EXCHANGE_SKIPPED:
-            telemetry.log_human(
-                f"Micro-compaction: skipping exchange at cursor {fields.get('cursor')} "
-                f"after {MAX_CONSECUTIVE_FAILURES} consecutive failures{said}"
-            )
+            why = (f"after {MAX_CONSECUTIVE_FAILURES} consecutive failures" if result.stats.get("failures")
+                   else "at once: its own notes are larger than it")
+            telemetry.log_human(f"Micro-compaction: skipping exchange at cursor {fields.get('cursor')} {why}{said}")
         elif outcome == SUMMARIZE_FAILED:
             telemetry.log_human(
                 f"Micro-compaction failed ({result.failure}) on exchange at cursor {fields.get('cursor')}, "

@@ -110,11 +110,12 @@ def exchange_of(tokens_wanted: int, counter) -> list:
     raise AssertionError("no exchange that small")
 
 
-def test_a_first_pass_never_absorbs_an_exchange_smaller_than_the_marker_it_would_add():
+def test_a_first_pass_never_absorbs_an_exchange_smaller_than_the_marker_it_would_add(caplog):
     # A 20-token exchange folded into a 12-token summary: with the marker's scaffolding the
     # context would grow, so it is left as it is, at once and for good (flagged: a new
     # process steps over it too; counting to three failures never ended where each
     # `hermes-tui run` is a process of its own), and the next pass takes the next exchange.
+    caplog.set_level("INFO", logger="hermes_tui.compaction")
     compactor, conv = make_compactor(ScriptedSummarizer(lambda request: "- the assistant listed a folder."))
     counter = conv.counter
     small = exchange_of(20, counter)
@@ -128,6 +129,7 @@ def test_a_first_pass_never_absorbs_an_exchange_smaller_than_the_marker_it_would
     assert recount(counter, conv.messages) == before and report.fields["tokens_delta"] == 0
     assert compactor.state.tokens_saved_total == 0 and not any(m.is_marker for m in conv.messages)
     assert all(m.meta.get(SKIPPED_FLAG) for m in small)
+    assert "skipping exchange at cursor 2 at once: its own notes are larger than it" in caplog.text
     assert compactor.ctx.summarizer.requests == []  # nothing written about it could cost less: no one asked
     fresh, _ = make_compactor(ScriptedSummarizer(lambda request: "- the assistant listed a folder."))
     nxt = fresh.micro_pass(conv)  # a new process

@@ -20,8 +20,8 @@ and of docs/architecture.md are checked:
     appended, each once; every archived marker was superseded by a later one;
  5. the head is untouched; 6. a pass never touches the tail;
  7. a fresh compactor recovers the live compactor's cursor (and rolling summary);
- 8. an exchange is skipped only after exactly three consecutive failures on it; a
-    failure, a store failure or a stale publish leaves the transcript as it was;
+ 8. an exchange is skipped only after exactly three consecutive failures on it, or at
+    once when its own notes are larger than it; a failure, a store failure or a stale publish leaves the transcript as it was;
  9. the running token total equals a recount;
 10. no planted credential reaches the summarizer, a marker or the rolling summary.
 
