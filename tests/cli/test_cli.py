@@ -403,32 +403,36 @@ def test_compact_against_mlx_server(mlx_server, hf_offline_env, tmp_path, home):
     turns, _ = result_lines(proc.stderr)
     assert len(records) == int(turns.group(2))
     assert turns.group(4) == "0"
-    called = assert_three_strikes(records, MODEL_REJECTIONS)
-    assert [r["outcome"] for r in called] == STRIKES  # as integration_session() is sized
+    # As integration_session() is sized: the first exchange out of the tail is left verbatim at
+    # once (both answers rejected, and its notes larger than it), the next is absorbed by its
+    # notes (both answers rejected again).
+    called = [r for r in records if r["outcome"] != "nothing_to_absorb"]
+    assert [r["outcome"] for r in called] == ["exchange_skipped", "absorbed"], records
+    skip, absorbed = called
+    assert skip["failure"] in MODEL_REJECTIONS and absorbed["written_by"] == "notes"
     assert batch_lines(home) == []  # sized to stay under the threshold
     for r in called:
         assert r["aux_model"] == mlx_server.model
         assert isinstance(r["prompt_tokens"], int) and r["prompt_tokens"] > 50, r
-        # Each call runs to the cap of 16 (see test_max_tokens_cap_is_honoured); the notes that
-        # would replace the answers do not fit.
-        assert r["written_by"] is None and r["rejected"], r  # rejected, and the notes did not fit
+        # Each call runs to the cap of 16 (see test_max_tokens_cap_is_honoured) and is rejected;
+        # the plain request, then the strict one.
+        assert r["rejected"] and r["model_calls"] == 2, r
         assert r["completion_tokens"] == r["model_calls"] * MAX_TOKENS, r
         assert isinstance(r["summarizer_ms"], int) and r["summarizer_ms"] >= 0
-    # The first pass asks twice (plain, then strict); a pass on an exchange that failed before
-    # starts at the strict request.
-    assert [r["model_calls"] for r in called] == [2, 1, 1]
+    assert skip["written_by"] is None
     (failures_line,) = [line for line in proc.stderr.splitlines() if line.strip().startswith("failures: ")]
-    assert all(r["failure"] in failures_line for r in called), proc.stderr
+    assert skip["failure"] in failures_line, proc.stderr
     assert str(home / "logs" / "agent.log") in proc.stderr
 
     out = json.loads(proc.stdout)
-    # Nothing is lost: the output is the input, plus a flag on the skipped messages.
-    assert [{k: v for k, v in m.items() if k != "meta"} for m in out] == session
-    assert markers(out) == []
-    skipped = [m for m in out if "meta" in m]
+    # Nothing is lost: the user's messages verbatim, one marker for the exchange absorbed, and
+    # the skipped exchange as it was, flagged.
+    assert user_contents(out) == user_contents(session)
+    assert len(markers(out)) == 1
+    skipped = [m for m in out if "meta" in m and not m["meta"].get("compaction")]
     assert skipped and all(m["meta"] == {"compaction_skipped": True} for m in skipped)
-    n_skipped_exchanges = sum(r["outcome"] == "exchange_skipped" for r in records)
-    assert sum(m["role"] == "assistant" for m in skipped) == n_skipped_exchanges
+    assert sum(m["role"] == "assistant" for m in skipped) == 1
+    assert all({k: v for k, v in m.items() if k != "meta"} in session for m in skipped)
 
 
 @pytest.mark.integration
@@ -499,15 +503,16 @@ def test_engine_with_openai_summarizer_against_mlx_server(mlx_server, caplog):
 
     fields = report.fields
     assert report.kind == "micro"
-    # Both answers rejected, and the exchange's notes larger than the exchange (see MODEL_REJECTIONS).
-    assert report.outcome == "summarize_failed" and fields["failure"] in MODEL_REJECTIONS, fields
+    # Both answers rejected, and the exchange's notes larger than the exchange (see
+    # MODEL_REJECTIONS): it is left verbatim at once.
+    assert report.outcome == "exchange_skipped" and fields["failure"] in MODEL_REJECTIONS, fields
     assert (fields["model_calls"], fields["written_by"], len(fields["rejected"])) == (2, None, 2), fields
     assert isinstance(fields["prompt_tokens"], int) and fields["prompt_tokens"] > 50
     assert isinstance(fields["completion_tokens"], int) and fields["completion_tokens"] > 0
     assert isinstance(fields["summarizer_ms"], int) and fields["summarizer_ms"] >= 0
     assert fields["aux_model"] == mlx_server.model
     assert fields["exchange_tokens"] > 0 and fields["context_limit"] == 2048
-    # a failed pass changes nothing
+    # a skip changes nothing but the skipped messages' flag
     assert [(m.id, m.role, m.content) for m in conv.messages] == before
     assert conv.total_tokens == tokens_before and fields["tokens_delta"] == 0
     assert compactor.rolling_summary == ""
