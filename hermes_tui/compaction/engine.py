@@ -407,10 +407,10 @@ class Compactor:
                 # Why a defrag ran, and the tokens of the summary's piece it consolidated (None:
                 # the whole summary and the middle).
                 defrag_reason=stats.get("defrag_reason"),
+                defrag_piece_tokens=stats.get("defrag_piece_tokens"),
                 # Failures in a row on the exchange a skip left verbatim (None: skipped at once,
                 # its own notes larger than it).
                 consecutive_failures=stats.get("failures"),
-                defrag_piece_tokens=stats.get("defrag_piece_tokens"),
                 **pass_cost(stats, fields["duration_ms"]),
             )
         else:
