@@ -7,7 +7,8 @@ Small local models often answer a request that offered tools with the call writt
 - ``json``: a bare JSON object ``{"name": ..., "arguments": {...}}`` (``"parameters"``
   is read as ``"arguments"``, as Llama writes it, and ``"function"`` as ``"name"``, as
   Qwen2.5-Coder-1.5B wrote it; arguments may also be a JSON string holding the object),
-  or a list of such objects;
+  or a list of such objects, or several such objects one per line (Qwen2.5-Coder-0.5B
+  writes a read, an edit and a write so; one that does not decode is left to the prose);
 - ``json_block``: the same in a fenced code block (```` ``` ```` or ```` ```json ````);
 - ``json_doubled``: a bare call inside one more pair of braces, ``{{"name": ..., ...}}``
   (Qwen2.5-Coder-1.5B writes it, the doubled braces of a template's escaping), the outer
@@ -173,35 +174,49 @@ def _blocks(text: str) -> list[Block]:
         found.append((match.start(), match.end(), JSON_BLOCK, _json_calls(match.group(2))))
         taken.append(match.span())
     if not found:
-        bare = _bare_json(text)
-        if bare is not None:
-            found.append(bare)
+        found.extend(_bare_json(text))
     return sorted(found, key=lambda block: block[0])
 
 
-def _bare_json(text: str) -> Block | None:
-    """A call as bare JSON: a value that starts a line and reads as call(s). JSON that is
-    not a call is left to the prose (an answer may quote a dict)."""
+def _bare_json(text: str) -> list[Block]:
+    """Calls as bare JSON: the first value that starts a line and reads as call(s), and the
+    ones right after it (one per line, as small models write several calls: JSON Lines).
+    JSON that is not a call is left to the prose (an answer may quote a dict), and so is
+    whatever follows the last call, a call that does not decode included: it never runs."""
     for match in re.finditer(r"^[ \t]*([\[{])", text, re.M):
-        start = match.start(1)
-        doubled = text.startswith("{{", start)
-        try:
-            value, end = decode_json_at(text, start + 1 if doubled else start)
-        except InputError:
+        first = _bare_value(text, match.start(1))
+        if first is None:
             continue
-        if doubled:  # the call's own braces inside one more pair: the outer one must close,
-            # or be missing at the very end of the reply (the model stopped one brace short)
-            closing = len(text[end:]) - len(text[end:].lstrip())
-            if text.startswith("}", end + closing):
-                end += closing + 1
-            elif text[end:].strip():
-                continue
-        try:
-            items = _items(value)
-        except _NotACall:
-            continue
-        return match.start(), end, JSON_DOUBLED if doubled else JSON, items
-    return None
+        found = [(match.start(), *first)]
+        while (following := re.match(r"\s*\n[ \t]*(?=[\[{])", text[found[-1][1]:])) is not None:
+            start = found[-1][1] + following.end()
+            value = _bare_value(text, start)
+            if value is None:
+                break
+            found.append((start, *value))
+        return found
+    return []
+
+
+def _bare_value(text: str, start: int) -> tuple[int, str, list[tuple[str, dict[str, Any]]]] | None:
+    """The call(s) that the JSON value at ``start`` holds (its end, its form), or None."""
+    doubled = text.startswith("{{", start)
+    try:
+        value, end = decode_json_at(text, start + 1 if doubled else start)
+    except InputError:
+        return None
+    if doubled:  # the call's own braces inside one more pair: the outer one must close,
+        # or be missing at the very end of the reply (the model stopped one brace short)
+        closing = len(text[end:]) - len(text[end:].lstrip())
+        if text.startswith("}", end + closing):
+            end += closing + 1
+        elif text[end:].strip():
+            return None
+    try:
+        items = _items(value)
+    except _NotACall:
+        return None
+    return end, JSON_DOUBLED if doubled else JSON, items
 
 
 def _tag_calls(body: str, form: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:

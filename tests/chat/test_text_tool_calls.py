@@ -120,6 +120,19 @@ def test_a_list_of_calls_and_several_tags_run_in_order():
     assert recovered.calls[0]["id"] != recovered.calls[1]["id"]
 
 
+def test_calls_one_per_line_run_in_order_and_a_broken_one_after_them_never_runs():
+    grep = {"name": "grep", "arguments": {"pattern": "class Cart"}}
+    lines = json.dumps(READ) + "\n" + json.dumps(grep) + "\n\n  " + json.dumps(READ)
+    recovered = recover_calls(lines, TOOLS)
+    assert recovered is not None and recovered.form == "json"
+    assert [c["function"]["name"] for c in recovered.calls] == ["read_file", "grep", "read_file"]
+    assert recovered.content == ""
+    broken = '{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1"}'  # one brace short
+    recovered = recover_calls(json.dumps(READ) + "\n" + broken, TOOLS)
+    assert recovered is not None and [c["function"]["name"] for c in recovered.calls] == ["read_file"]
+    assert recovered.content == broken
+
+
 def test_short_prose_around_the_call_is_kept_as_the_content():
     text = "I'll read the config first.\n\n```json\n" + json.dumps(READ) + "\n```\n\nThis shows its settings."
     recovered = recover_calls(text, TOOLS)
@@ -160,6 +173,9 @@ EXPLANATION = (
     pytest.param("<tool_call>\n{'name': 'read_file'}\n</tool_call>", id="a tag that holds no JSON"),
     pytest.param(f"<tool_call>{json.dumps(READ)}</tool_call><tool_call>nope</tool_call>", id="one bad tag of two"),
     pytest.param(json.dumps([READ, {"name": "rm", "arguments": {}}]), id="one call of a list not offered"),
+    pytest.param(json.dumps(READ) + "\n" + json.dumps({"name": "rm", "arguments": {}}), id="one call of two lines not offered"),
+    pytest.param(json.dumps(READ) + "\n" + json.dumps({"name": "read_file", "arguments": {"path": 7}}),
+                 id="one call of two lines whose arguments do not validate"),
     pytest.param("<function=read_file><parameter=path>a</parameter>and some words</function>", id="text between parameters"),
     pytest.param('Set `{"name": "read_file", "arguments": {"path": "x"}}` in your config.', id="inline, mid-sentence"),
     pytest.param('The answer is {"a": 1}.', id="JSON that is no call"),
