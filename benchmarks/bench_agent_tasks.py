@@ -10,8 +10,8 @@ Per task it prints: success, model calls, tool calls by form (native, or recover
 and in which form), the failure's cause, and the time. A failure is the model's (wrong answer,
 wrong edit, out of steps) or the app's: ``crash`` (a traceback or an unexpected exit),
 ``unparsed call`` (the final answer is a call to an offered tool the app did not run, with at
-most a line or two around it; a call shown inside a longer explanation is the model's
-``explained``, and one whose arguments its tool's schema refuses the model's ``invalid call``:
+most a line or two around it; a call with more around it, an explanation or other JSON, is
+the model's ``explained``, and one whose arguments its tool's schema refuses the model's ``invalid call``:
 the app never runs those; a reply that ran on to its token cap is the model's ``cut off``),
 ``overflow`` (nothing sent: too large, or the server refused the size), ``timeout``.
 
@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_task_project as project
 from recording_proxy import RecordingProxy
 
-from hermes_tui.chat.text_tool_calls import MAX_PROSE_LINES
+from hermes_tui.chat.text_tool_calls import MAX_PROSE_CHARS, MAX_PROSE_LINES
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = ROOT.parent / "shared" / "realmodels" / "serve"
@@ -220,7 +220,7 @@ def write_config(home: Path, base_url: str, model: str, context_limit: int | Non
                  compaction: str, settings: dict[str, Any] | None = None) -> None:
     aux = ({"provider": "extractive"} if compaction == "extractive"
            else {"provider": "openai-api", "base_url": base_url, "model": model})
-    config = {
+    config: dict[str, dict[str, Any]] = {
         "model": {"provider": "openai-api", "base_url": base_url, "model": model,
                   **({"context_length": context_limit} if context_limit else {})},
         "agent": {"max_steps": max_steps},
@@ -288,30 +288,39 @@ def _offered_tool_names() -> set[str]:
     return {spec["function"]["name"] for spec in builtin_registry().specs()}
 
 
-def _holds_a_valid_call(answer: str) -> bool:
-    """Whether some JSON object in ``answer``, taken alone, is a call the app would run."""
+def _calls_alone(answer: str) -> list[tuple[int, int]]:
+    """The spans of the JSON objects in ``answer`` that, taken alone, are calls the app would run."""
     from hermes_tui.chat.text_tool_calls import recover_calls
     from hermes_tui.tools.builtin import builtin_registry
 
     specs = builtin_registry().specs()
     decoder = json.JSONDecoder()
+    spans: list[tuple[int, int]] = []
     for start in (m.start() for m in re.finditer(r"\{", answer)):
+        if spans and start < spans[-1][1]:
+            continue  # inside a call already found
         try:
-            value, _ = decoder.raw_decode(answer, start)
+            value, end = decoder.raw_decode(answer, start)
         except ValueError:
             continue
         if isinstance(value, dict) and recover_calls(json.dumps(value), specs) is not None:
-            return True
-    return False
+            spans.append((start, end))
+    return spans
 
 
 _BLOCKS = re.compile(r"```.*?(?:```|\Z)|<(tool_call|tools|function)[^>]*>.*?(?:</\1>|\Z)", re.S)
 
 
-def _prose_lines(answer: str) -> list[str]:
-    """The answer's lines outside code blocks, call tags and JSON lines."""
-    text = _BLOCKS.sub("", answer)
-    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("{", "}", '"', "["))]
+def _around_the_calls(answer: str) -> str:
+    """The answer without its calls (and without code blocks and call tags, where the calls
+    may sit): what the app's rule reads as the prose around them."""
+    pieces, position = [], 0
+    for start, end in _calls_alone(answer):
+        pieces.append(answer[position:start])
+        position = end
+    pieces.append(answer[position:])
+    text = _BLOCKS.sub("", "".join(pieces))
+    return "\n".join(line for line in text.splitlines() if line.strip() and line.strip() not in ("{", "}", "[", "]", ","))
 
 
 def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool, str]) -> tuple[str, str]:
@@ -331,9 +340,12 @@ def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool
     if match and (match.group("name") is None or match.group("name") in _offered_tool_names()):
         # A call with a line or two around it that did not run is the app's; a call shown in
         # an explanation is never run (chat.text_tool_calls' rule), and not running it is right.
-        if len(_prose_lines(answer)) > MAX_PROSE_LINES:
+        around = _around_the_calls(answer)
+        if len(around.splitlines()) > MAX_PROSE_LINES or len(around) > MAX_PROSE_CHARS:
+            # More than a line or two around the call: an explanation, or other text, by the
+            # app's rule (chat.text_tool_calls), which never runs a call then.
             return "explained", answer.strip()[:300]
-        if match.group("name") is not None and not _holds_a_valid_call(answer):
+        if match.group("name") is not None and not _calls_alone(answer):
             # arguments the tool's schema refuses: never run (the rule), the model's call
             return "invalid call", answer.strip()[:300]
         return "unparsed call", answer.strip()[:300]
