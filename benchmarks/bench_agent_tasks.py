@@ -288,12 +288,14 @@ def _offered_tool_names() -> set[str]:
     return {spec["function"]["name"] for spec in builtin_registry().specs()}
 
 
-def _calls_alone(answer: str) -> list[tuple[int, int]]:
-    """The spans of the JSON objects in ``answer`` that, taken alone, are calls the app would run."""
+def _calls_alone(answer: str, *, runnable: bool = True) -> list[tuple[int, int]]:
+    """The spans of the JSON objects in ``answer`` that, taken alone, are calls the app would
+    run (``runnable``), or calls to an offered tool whose arguments its schema refuses."""
     from hermes_tui.chat.text_tool_calls import recover_calls
     from hermes_tui.tools.builtin import builtin_registry
 
     specs = builtin_registry().specs()
+    offered = _offered_tool_names()
     decoder = json.JSONDecoder()
     spans: list[tuple[int, int]] = []
     for start in (m.start() for m in re.finditer(r"\{", answer)):
@@ -303,7 +305,12 @@ def _calls_alone(answer: str) -> list[tuple[int, int]]:
             value, end = decoder.raw_decode(answer, start)
         except ValueError:
             continue
-        if isinstance(value, dict) and recover_calls(json.dumps(value), specs) is not None:
+        if not isinstance(value, dict):
+            continue
+        runs = recover_calls(json.dumps(value), specs) is not None
+        refused = not runs and value.get("name", value.get("function")) in offered and (
+            "arguments" in value or "parameters" in value)
+        if (runs if runnable else refused):
             spans.append((start, end))
     return spans
 
@@ -345,8 +352,9 @@ def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool
             # More than a line or two around the call: an explanation, or other text, by the
             # app's rule (chat.text_tool_calls), which never runs a call then.
             return "explained", answer.strip()[:300]
-        if match.group("name") is not None and not _calls_alone(answer):
-            # arguments the tool's schema refuses: never run (the rule), the model's call
+        if match.group("name") is not None and (not _calls_alone(answer) or _calls_alone(answer, runnable=False)):
+            # arguments the tool's schema refuses, in the call or in one of the calls beside
+            # it: never run (the rule: every call must validate), the model's call
             return "invalid call", answer.strip()[:300]
         return "unparsed call", answer.strip()[:300]
     if exit_code == 1:

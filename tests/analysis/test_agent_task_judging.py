@@ -61,5 +61,17 @@ def test_a_call_whose_arguments_do_not_validate_is_the_models(bench):
     assert cause(bench, answer) == "invalid call"
 
 
+def test_calls_beside_one_whose_arguments_do_not_validate_are_the_models(bench):
+    """The app runs none of a reply's calls when one of them does not validate."""
+    answer = (
+        '{"name": "read_file", "arguments": {"path": "./config/app.ini", "old_string": "currency = USD", '
+        '"new_string": "currency = EUR"}}\n'
+        '{"name": "edit_file", "arguments": {"path": "./config/app.ini", "old_string": "currency = USD", '
+        '"new_string": "currency = EUR"}}\n'
+        '{"name": "write_file", "arguments": {"path": "./config/app.ini", "content": "currency = EUR"}}'
+    )
+    assert cause(bench, answer) == "invalid call"
+
+
 def test_a_prose_answer_is_judged_by_its_check(bench):
     assert cause(bench, "The default currency is USD.") == "wrong"
