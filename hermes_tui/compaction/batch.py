@@ -19,9 +19,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hermes_tui.compaction import checks, notes, user_floor
+from hermes_tui.compaction import checks, facts, notes, user_floor
 from hermes_tui.compaction.markers import MarkerSummary, read_marker
-from hermes_tui.compaction.micro import PassContext, floor_meta, generation_budget
+from hermes_tui.compaction.micro import PassContext, floor_meta, generation_budget, guard_facts
 from hermes_tui.compaction.redaction import redact, redact_message
 from hermes_tui.compaction.state import (
     BATCH_FAILED,
@@ -52,15 +52,19 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     markers = sorted(read)
     # User messages outside the floor are folded too, and quoted while they fit (user_floor).
     fold, absorb = _foldable(messages, head, tail, read, ctx, ctx.user_floor_tokens)
-    if not absorb and count_messages(ctx.counter, messages) > ctx.window.threshold_tokens:
+    full = count_messages(ctx.counter, messages) > ctx.window.threshold_tokens
+    if not absorb and full:
         # The window is full of what the user said: the floor gives way (all but the last
         # user message are folded, and quoted while they fit), so the session still fits.
         fold, absorb = _foldable(messages, head, tail, read, ctx, 0)
     # Every marker's history is kept: a transcript from elsewhere may hold more than one.
     # Their quotes stay the engine's: the summarizer gets the rest.
+    # Their Facts sections are the engine's too: carried, not shown to the model.
     previous = "\n\n".join(
-        rest for i in markers if (rest := user_floor.without_section(read[i].summary, read[i].quotes))
+        rest for i in markers
+        if (rest := facts.body_of(user_floor.without_section(read[i].summary, read[i].quotes), read[i].facts))
     )
+    carried_facts = tuple(fact for i in markers for fact in read[i].facts)
     folded = [messages[i] for i in sorted(fold)]
     carried = tuple(quote for i in markers for quote in read[i].quotes)
     quotes = user_floor.fit(carried + tuple(user_floor.quotes_of(folded)), ctx.quote_budget_tokens, ctx.counter)
@@ -68,9 +72,17 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
         "absorbed_tokens": count_messages(ctx.counter, [messages[i] for i in absorb]), "summarizer_calls": 0,
         "users_folded": len(folded),
     }
+    given_way: list[facts.Fact] = []
     if not absorb:
-        # A failure: batch runs because the window is full, and it stays full.
-        return PassResult(BATCH, NOTHING_TO_ABSORB, state, failure=NOTHING_TO_ABSORB, stats=_timed(stats, started))
+        if not (full and (previous or carried_facts)):
+            # A failure: batch runs because the window is full, and it stays full.
+            return PassResult(BATCH, NOTHING_TO_ABSORB, state, failure=NOTHING_TO_ABSORB, stats=_timed(stats, started))
+        # Nothing is left to absorb and the window is still full (a large newest step in the
+        # tail): the summary gives way. Its oldest notes go (they stay archived with the
+        # marker they were in); their facts are the guard's, within the room there is.
+        previous, dropped = _newest_half(previous, ctx)
+        given_way = facts.extract_facts([Message(role="assistant", content=dropped)]) if dropped else []
+        stats["summary_gave_way_tokens"] = ctx.counter.count_text(dropped)
 
     summary = previous
     summary_tokens = ctx.counter.count_text(summary)
@@ -79,9 +91,11 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     chunk_tokens = min(CHUNK_TOKENS, ctx.speed.piece_tokens(ctx.timeout_s, BATCH_OUTPUT_RATIO))
     rejected: list[str] = []
     failed_call: SummarizerError | None = None
-    for chunk in _chunks(messages, absorb, ctx, chunk_tokens):
+    absorbed: list[Message] = []  # redacted, as the model saw them: where the guard finds facts
+    for chunk in _chunks(messages, absorb, ctx, chunk_tokens) if absorb else []:
         chunk_tokens = count_messages(ctx.counter, chunk)
         redacted = [redact_message(m) for m in chunk]
+        absorbed += redacted
         problem: str | None = None
         if failed_call is None:
             request = SummaryRequest("batch", summary, redacted, focus)
@@ -110,22 +124,40 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     if rejected:
         stats["rejected"] = rejected
 
-    summary = user_floor.compose(quotes, summary)
-    summary_tokens = ctx.counter.count_text(summary)
     floor = MicroState(quotes=quotes, users_folded_total=state.users_folded_total + len(folded))
     removed = sorted({(i, messages[i].id) for i in absorb} | {(i, messages[i].id) for i in markers})
-    marker = make_marker(
-        BATCH,
-        summary,
-        covers=[messages[i].id for i in absorb],
-        extra={
-            "supersedes": messages[markers[-1]].id if markers else None,
-            "summary_tokens": summary_tokens,
-            "passes_total": state.passes_total,
-            **floor_meta(floor),
-        },
-    )
-    if count_message(ctx.counter, marker) >= count_messages(ctx.counter, [messages[i] for i, _ in removed]):
+    removed_tokens = count_messages(ctx.counter, [messages[i] for i, _ in removed])
+
+    def make(summary: str, kept: list[facts.Fact]) -> Message:
+        return make_marker(
+            BATCH,
+            user_floor.compose(quotes, summary),
+            covers=[messages[i].id for i in absorb],
+            extra={
+                "supersedes": messages[markers[-1]].id if markers else None,
+                "summary_tokens": ctx.counter.count_text(user_floor.compose(quotes, summary)),
+                "passes_total": state.passes_total,
+                **({"facts": [list(fact) for fact in kept]} if ctx.settings.fact_guard else {}),
+                **floor_meta(floor),
+            },
+        )
+
+    kept: list[facts.Fact] = []
+    marker = make(summary, kept)
+    if ctx.settings.fact_guard:
+        body, model_facts = facts.split_section(summary)
+        bare = make(body, [])
+        # The section never makes the batch fail: it takes no more than the marker saves.
+        room = min(_facts_room(messages, set(absorb) | set(markers), quotes, body, ctx),
+                   removed_tokens - count_message(ctx.counter, bare) - 1)
+        guarded, kept = guard_facts(ctx, body, (*given_way, *carried_facts), model_facts, absorbed, room)
+        marker = make(guarded, kept)
+        if kept and count_message(ctx.counter, marker) >= removed_tokens:  # counts are not quite additive
+            marker, kept = bare, []
+        stats["facts_kept"] = len(kept)
+    summary_tokens = marker.meta["summary_tokens"]
+    summary = marker.meta["summary"]
+    if count_message(ctx.counter, marker) >= removed_tokens:
         # Batch runs because the window is full: a splice that does not shrink it (a few
         # short user messages folded into a marker and its quotes) only spends the cache.
         return PassResult(BATCH, BATCH_FAILED, state, failure=checks.GROWN, stats=_timed(stats, started))
@@ -143,9 +175,36 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
         tokens_saved_total=state.tokens_saved_total,
         quotes=floor.quotes,
         users_folded_total=floor.users_folded_total,
+        facts=tuple(kept),
     )
     stats.update(summary_tokens=summary_tokens, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     return PassResult(BATCH, COMPRESSED, new_state, splice=splice, stats=_timed(stats, started))
+
+
+def _newest_half(summary: str, ctx: PassContext) -> tuple[str, str]:
+    """``summary`` split into its newest lines that fit in half of it, and the older rest."""
+    lines = summary.splitlines()
+    budget = ctx.counter.count_text(summary) // 2
+    kept = 0
+    spent = 0
+    for line in reversed(lines):
+        spent += ctx.counter.count_text(line) + 1
+        if spent > budget:
+            break
+        kept += 1
+    cut = len(lines) - kept
+    return "\n".join(lines[cut:]).strip(), "\n".join(lines[:cut]).strip()
+
+
+def _facts_room(
+    messages: list[Message], removed: set[int], quotes: tuple[user_floor.Quote, ...], body: str, ctx: PassContext
+) -> int:
+    """Tokens the Facts section may take: no more than leaves the transcript the batch
+    writes under the threshold by the tail's budget (the room the next exchanges need).
+    Batch runs because the window is full: its section must not fill it again."""
+    kept = count_messages(ctx.counter, [m for i, m in enumerate(messages) if i not in removed])
+    projected = kept + ctx.counter.count_text(user_floor.compose(quotes, body))
+    return ctx.window.threshold_tokens - ctx.window.tail_token_budget - projected
 
 
 def _with_notes(summary: str, chunk: list[Message]) -> str:

@@ -420,6 +420,10 @@ class Compactor:
                 summarizer_calls=stats.get("summarizer_calls"),
                 chunks_by_notes=stats.get("chunks_by_notes"),
                 rejected=stats.get("rejected"),
+                facts_kept=stats.get("facts_kept"),
+                # Tokens of the summary's oldest notes that gave way (nothing else was left to
+                # absorb); None when the batch absorbed messages.
+                summary_gave_way_tokens=stats.get("summary_gave_way_tokens"),
             )
         return fields
 
@@ -450,6 +454,9 @@ class Compactor:
         elif outcome == DEFRAG_FAILED:
             telemetry.log_human(f"Micro-compaction defrag failed ({result.failure}); backing off{said}")
         elif result.kind != MICRO and outcome == "compressed":
-            telemetry.log_human(f"Context compression: {before} -> {after} messages")
+            gave_way = result.stats.get("summary_gave_way_tokens")
+            why = (f" (nothing else left to absorb: the summary's oldest notes gave way, {gave_way:,} tokens)"
+                   if gave_way is not None else "")
+            telemetry.log_human(f"Context compression: {before} -> {after} messages{why}")
         elif result.kind != MICRO and detail:
             telemetry.log_human(f"Context compression failed ({result.failure}){said}")

@@ -229,7 +229,7 @@ def _absorb(messages: list[Message], state: MicroState, ctx: PassContext, cursor
     model_saving = replaced_tokens - scaffold - reply.tokens
     keep_saving = math.ceil(min(max(0, model_saving), exchange_tokens) / 2)
     limit = replaced_tokens - scaffold - keep_saving - ctx.counter.count_text(reply.body)
-    summary, kept = _guard(ctx, reply.body, state.facts, reply.facts, redacted, limit)
+    summary, kept = guard_facts(ctx, reply.body, state.facts, reply.facts, redacted, limit)
     if not summary.strip():
         return _failed(state, exchange, stats, checks.EMPTY, end)
     summary = user_floor.compose(state.quotes, summary)
@@ -330,7 +330,7 @@ def _split(ctx: PassContext, text: str) -> tuple[str, list[facts.Fact]]:
     return facts.split_section(text) if ctx.settings.fact_guard else (text, [])
 
 
-def _guard(
+def guard_facts(
     ctx: PassContext, body: str, carried: Iterable[facts.Fact], model_facts: Iterable[facts.Fact], absorbed: list[Message],
     limit_tokens: int,
 ) -> tuple[str, list[facts.Fact]]:
@@ -406,7 +406,7 @@ def _defrag(
     body, model_facts = _split(ctx, text)
     # The re-added facts must not undo the shrinking the check just accepted.
     limit = int(DEFRAG_MAX_RATIO * input_tokens) - ctx.counter.count_text(body)
-    summary, kept = _guard(ctx, body, (), model_facts, redacted, limit)
+    summary, kept = guard_facts(ctx, body, (), model_facts, redacted, limit)
     folded = [messages[i] for i in sorted(fold)]
     floor = state.evolve(
         quotes=user_floor.fit(state.quotes + tuple(user_floor.quotes_of(folded)), ctx.quote_budget_tokens, ctx.counter),

@@ -46,6 +46,9 @@ BATCH_FIELDS = (
     # Chunks whose summary is their deterministic notes (the model's call failed or its
     # answer was rejected), and why (reasons only).
     "chunks_by_notes", "rejected",
+    # The fact guard: facts in the new marker's Facts section. With nothing else left to absorb,
+    # the tokens of the summary's oldest notes that gave way.
+    "facts_kept", "summary_gave_way_tokens",
 )
 
 # The trim stage (trim.py): counts only, no content.

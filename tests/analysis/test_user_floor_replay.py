@@ -146,15 +146,11 @@ def test_occupancy_stays_under_the_threshold(floor_replay):
     _, _, compactor, _, _, after, _, config, over = floor_replay
     threshold = compactor.ctx.window.threshold_tokens
     # The watermark policy has no window-pressure defrag (its passes fold a backlog one
-    # exchange at a time), so a step whose tail is one large step can end a little over the
-    # threshold: the middle holds nothing but the summary's marker and the floor's user
-    # messages, and batch (which ran) cannot shrink the extractive summary much. Measured:
-    # 2 of 2222 steps, peak 6,724 tokens against a threshold of 6,553 (2.6% over).
+    # exchange at a time), so a step whose tail is one large step could end over the
+    # threshold with nothing in the middle but the summary's marker and the floor's user
+    # messages (2 of 2222 steps, 2.6% over, before the summary gave way in batch).
     assert len(over) == sum(1 for tokens in after if tokens > threshold)
-    assert len(over) <= len(after) // 500, f"{len(over)} of {len(after)} steps end over the threshold ({threshold})"
-    for tokens, foldable, batch in over:
-        assert foldable == 0 and batch == ["compressed"], (tokens, foldable, batch)
-        assert tokens <= threshold * 1.05 and tokens <= CONTEXT_LIMIT - config.model.max_tokens
+    assert not over, f"{len(over)} of {len(after)} steps end over the threshold ({threshold}): {over[:3]}"
 
 
 def test_batch_always_finds_something_to_absorb(floor_replay):

@@ -7,8 +7,10 @@ from helpers import (
     ScriptedSummarizer,
     agent_session,
     assert_tools_paired,
+    assistant,
     failing,
     make_compactor,
+    results,
     user_texts,
     words,
 )
@@ -135,3 +137,47 @@ def test_a_batch_marker_that_costs_exactly_what_it_removes_is_rejected():
     assert not any(m.is_marker for m in conv.messages)
     reply["text"] = cheaper
     assert compactor.compress(conv).outcome == "compressed"
+
+
+def test_with_nothing_left_to_absorb_a_full_window_makes_the_summary_give_way():
+    """The newest step alone can fill the tail (a large tool result), and once the passes
+    have absorbed everything else the middle holds only the summary's marker: batch found
+    nothing to absorb and the window stayed over its threshold. The summary's oldest notes
+    give way instead (they stay archived with the marker they were in)."""
+    notes = iter(range(1000))
+
+    def a_note_per_exchange(request):
+        return (request.summary + "\n" if request.summary else "") + f"- step {next(notes)} read src/mod_{len(request.summary)}.py."
+
+    compactor, conv = make_compactor(ScriptedSummarizer(a_note_per_exchange), limit=4000, protect_first_n=2,
+                                     target_ratio=0.5, defrag_threshold=100_000)
+    conv.extend([*agent_session(exchanges=40, size=20, users_every=1000)[:-1]])
+    while compactor.micro_pass(conv).outcome == "absorbed":
+        pass
+    threshold = compactor.ctx.window.threshold_tokens
+    # With room in the window, the summary stays whole: batch has nothing to do.
+    assert conv.total_tokens < threshold and any(m.is_marker for m in conv.messages)
+    messages = list(conv.messages)
+    assert compactor.compress(conv).outcome == "nothing_to_absorb"
+    assert conv.messages == messages
+    big = assistant("Reading the log.", calls=1)
+    conv.extend([big, *results(big, size=threshold - conv.total_tokens + 50)])
+    while compactor.micro_pass(conv).outcome == "absorbed":
+        pass
+    assert conv.total_tokens > threshold
+    old_marker = next(m for m in conv.messages if m.is_marker)
+    old_summary = compactor.rolling_summary
+    before = conv.total_tokens
+
+    archived = []
+    report = compactor.compress(conv, persist=lambda result: archived.extend(result.splice.archived))
+    assert report.outcome == "compressed"
+    assert conv.total_tokens < before
+    (marker,) = [m for m in conv.messages if m.is_marker]
+    summary = marker.meta["summary"]
+    newest, oldest = old_summary.splitlines()[-1], old_summary.splitlines()[0]
+    assert newest in summary and oldest not in summary
+    assert report.fields["summary_gave_way_tokens"] > 0
+    assert old_marker in archived  # the notes that gave way are in the archive
+    assert conv.messages[-2:] == [big, *conv.messages[-1:]]  # the step itself untouched
+

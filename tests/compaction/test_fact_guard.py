@@ -270,3 +270,39 @@ def test_facts_are_single_lines_quoted_and_capped():
         assert all(v.startswith("`") and v.endswith("`") for v in rest.split("; ")), line
     assert "\r" not in section and "\u2028" not in section
     assert "`ValueError: bad merge order`" in section
+
+
+# --- batch compaction ----------------------------------------------------------------------
+
+
+def test_a_batch_keeps_the_facts_its_summary_dropped_and_those_of_the_summary_it_supersedes():
+    """Batch compaction had no guard: the exact paths and errors of everything it condensed,
+    and the Facts section of the marker it superseded, were left to the model's prose."""
+    summarizer = ScriptedSummarizer(drop_everything)
+    compactor, conv = guarded(summarizer, limit=200_000, target_ratio=0.02)
+    original = session(12, filler=200)
+    conv.extend(original)
+    assert compactor.micro_pass(conv).outcome == "absorbed"
+    carried = compactor.state.facts
+    assert carried and "django/forms/widgets_0.py" in compactor.rolling_summary
+    report = compactor.compress(conv)
+    assert report.outcome == "compressed"
+    (marker,) = [m for m in conv.messages if m.is_marker]
+    summary = marker.meta["summary"]
+    # The model saw the previous summary without its section: the section is the engine's.
+    batch_requests = [r for r in summarizer.requests if r.kind == "batch"]
+    assert batch_requests and all("Facts:" not in r.summary for r in batch_requests)
+    # Facts of the superseded section and of the condensed exchanges are in the new one.
+    assert "django/forms/widgets_0.py" in summary  # carried from the micro marker
+    condensed = {value for _, value in facts.extract_facts(marker_covered(conv, marker, original))}
+    assert any(value in summary for value in condensed - {v for _, v in carried})
+    assert [tuple(f) for f in marker.meta["facts"]] == list(compactor.state.facts)
+    assert summary.count("Facts:") == 1
+    # A resume reads the same section back.
+    from hermes_tui.compaction.markers import read_marker
+    assert read_marker(marker).facts == compactor.state.facts
+
+
+def marker_covered(conv: Conversation, marker: Message, original: list[Message]) -> list[Message]:
+    covered = set(marker.meta["covers"])
+    return [m for m in original if m.id in covered]

@@ -537,8 +537,8 @@ class CompactionMachine(RuleBasedStateMachine):
         self._check_summarizer_inputs()
         # The rolling summary a pass starts from is the newest marker's, from its metadata
         # (also right after a restart: rehydrated, never parsed from the content). An
-        # absorb or append request carries it without the fact guard's Facts section,
-        # which the metadata also records; defrag and batch get all of it. No request
+        # absorb, append or batch request carries it without the fact guard's Facts section,
+        # which the metadata also records; defrag gets all of it. No request
         # carries the quotes of what the user said: those are the engine's.
         # (That is the summary the step's first pass started from only when that pass asked
         # the model: a step too small to ask about gets its notes without a call, and the
@@ -551,7 +551,7 @@ class CompactionMachine(RuleBasedStateMachine):
             quotes = [tuple(q) for q in markers[-1].meta.get("user_quotes", [])] if markers else []
             summary = user_floor.without_section(markers[-1].meta["summary"], quotes) if markers else ""
             expected = redact(summary)
-            if markers and self.summarizer.calls[0][0] in ("absorb", "append"):
+            if markers and self.summarizer.calls[0][0] in ("absorb", "append", "batch"):
                 recorded = [tuple(f) for f in markers[-1].meta.get("facts", [])]
                 expected = redact(facts.body_of(summary, recorded))
             assert self.summarizer.summaries[0] == expected
