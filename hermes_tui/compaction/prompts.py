@@ -44,9 +44,14 @@ NOTES_SYSTEM = (
     "about what happened. You never copy the step and never address anyone."
 )
 
+# "and any decision ... or open question it stated": the decisions and open questions the
+# assistant wrote were the part of a step the notes lost (0.20 kept at the end of a 1.5B
+# replay). On the 12 planted ones of the first two bundled sessions, Qwen2.5-Coder-1.5B's
+# notes kept 9 with this sentence and 7 without (3 gained, 1 lost), none copying the step.
 NOTES_TASK = (
     "Write 1 to 4 notes about this step, one per line, each starting with \"- \". Past tense. Say what the "
-    "assistant did and what it found; keep file paths, names, commands, numbers and error messages exactly. "
+    "assistant did and what it found, and any decision (with its reason) or open question it stated; keep "
+    "file paths, names, commands, numbers and error messages exactly. "
     "Do not copy the step. Replace any password, token or key with [REDACTED]."
 )
 
