@@ -12,6 +12,13 @@ a scrap, instructions) gets its deterministic notes (``compaction.notes``, what 
 extractive summarizer keeps) appended to the summary instead, and so does every chunk after
 a failed call (a model that ran out of time on one chunk runs out on the next). The pass
 still fails when what it writes does not shrink the context.
+
+With the fact guard on, the Facts section is the engine's here as in a pass: the model gets
+the previous summaries without theirs, and the new marker's section holds the facts its
+summary lacks, of what the batch absorbed and of the sections it supersedes, in the room the
+window leaves (``_facts_room``) and never more than the marker saves. When nothing is left to
+absorb and the window is still full (the newest step fills the tail), the summary's oldest
+notes give way (``_newest_half``): before, batch failed and the window stayed full.
 """
 
 from __future__ import annotations
@@ -128,14 +135,15 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     removed = sorted({(i, messages[i].id) for i in absorb} | {(i, messages[i].id) for i in markers})
     removed_tokens = count_messages(ctx.counter, [messages[i] for i, _ in removed])
 
-    def make(summary: str, kept: list[facts.Fact]) -> Message:
+    def make(body: str, kept: list[facts.Fact]) -> Message:
+        text = user_floor.compose(quotes, body)
         return make_marker(
             BATCH,
-            user_floor.compose(quotes, summary),
+            text,
             covers=[messages[i].id for i in absorb],
             extra={
                 "supersedes": messages[markers[-1]].id if markers else None,
-                "summary_tokens": ctx.counter.count_text(user_floor.compose(quotes, summary)),
+                "summary_tokens": ctx.counter.count_text(text),
                 "passes_total": state.passes_total,
                 **({"facts": [list(fact) for fact in kept]} if ctx.settings.fact_guard else {}),
                 **floor_meta(floor),
