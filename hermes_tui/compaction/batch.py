@@ -10,7 +10,9 @@ Batch runs because the window is full, so it must not fail because the model did
 whose call fails (a timeout, an unreachable server) or whose answer is rejected (a refusal,
 a scrap, instructions) gets its deterministic notes (``compaction.notes``, what the
 extractive summarizer keeps) appended to the summary instead, and so does every chunk after
-a failed call (a model that ran out of time on one chunk runs out on the next). The pass
+a failed call (a model that ran out of time on one chunk runs out on the next), and every
+chunk from the first whose call could not finish within the timeout at the model's measured
+speed (the call writes the summary so far back: a slow CPU model's minutes). The pass
 still fails when what it writes does not shrink the context.
 
 With the fact guard on, the Facts section is the engine's here as in a pass: the model gets
@@ -49,6 +51,8 @@ from hermes_tui.core.transcript import BATCH, Message, make_marker
 CHUNK_TOKENS = 8_000
 # What a batch call writes, as a share of what it reads, for sizing its pieces.
 BATCH_OUTPUT_RATIO = 0.5
+# Why a chunk got its notes without a call: the call could not finish within the timeout.
+WOULD_TIME_OUT = "would_time_out"
 
 
 def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, focus: str | None = None) -> PassResult:
@@ -98,13 +102,19 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     chunk_tokens = min(CHUNK_TOKENS, ctx.speed.piece_tokens(ctx.timeout_s, BATCH_OUTPUT_RATIO))
     rejected: list[str] = []
     failed_call: SummarizerError | None = None
+    too_slow = False
     absorbed: list[Message] = []  # redacted, as the model saw them: where the guard finds facts
     for chunk in _chunks(messages, absorb, ctx, chunk_tokens) if absorb else []:
         chunk_tokens = count_messages(ctx.counter, chunk)
         redacted = [redact_message(m) for m in chunk]
         absorbed += redacted
         problem: str | None = None
-        if failed_call is None:
+        if failed_call is None and not too_slow and _would_time_out(ctx, summary_tokens, chunk_tokens):
+            # The call rewrites the summary so far beside the chunk: at the model's measured
+            # speed it cannot finish in time, and waiting out the timeout only stalls the
+            # session. The summary only grows, so no later chunk asks either.
+            too_slow, problem = True, WOULD_TIME_OUT
+        elif failed_call is None and not too_slow:
             request = SummaryRequest("batch", summary, redacted, focus)
             try:
                 budget = generation_budget(ctx, summary_tokens + chunk_tokens)
@@ -123,7 +133,7 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
                 )
         if problem is not None:
             rejected.append(problem)
-        if failed_call is not None or problem is not None:
+        if failed_call is not None or too_slow or problem is not None:
             text = _with_notes(summary, redacted)
             text_tokens = ctx.counter.count_text(text)
             stats["chunks_by_notes"] = stats.get("chunks_by_notes", 0) + 1
@@ -187,6 +197,15 @@ def plan_batch(messages: list[Message], state: MicroState, ctx: PassContext, foc
     )
     stats.update(summary_tokens=summary_tokens, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     return PassResult(BATCH, COMPRESSED, new_state, splice=splice, stats=_timed(stats, started))
+
+
+def _would_time_out(ctx: PassContext, summary_tokens: int, chunk_tokens: int) -> bool:
+    """Whether a call on the summary so far and a chunk, writing the summary back with the
+    chunk's share in it, takes longer than the timeout at the model's measured speeds."""
+    if not ctx.speed.measured or ctx.speed.fixed:
+        return False  # nothing measured to go by (or no model): ask
+    written = summary_tokens + BATCH_OUTPUT_RATIO * chunk_tokens
+    return ctx.speed.seconds(summary_tokens + chunk_tokens, int(written)) > ctx.timeout_s
 
 
 def _newest_half(summary: str, ctx: PassContext) -> tuple[str, str]:

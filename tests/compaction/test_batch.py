@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from helpers import (
     ScriptedSummarizer,
@@ -16,6 +18,7 @@ from helpers import (
 )
 
 from hermes_tui.compaction import batch
+from hermes_tui.compaction.sizing import ModelSpeed
 from hermes_tui.core.tokens import count_message
 from hermes_tui.core.transcript import BATCH, make_marker
 
@@ -181,3 +184,28 @@ def test_with_nothing_left_to_absorb_a_full_window_makes_the_summary_give_way():
     assert old_marker in archived  # the notes that gave way are in the archive
     assert conv.messages[-2:] == [big, *conv.messages[-1:]]  # the step itself untouched
 
+
+
+@pytest.mark.parametrize(("generation_tps", "asks"), [(2.0, False), (2_000.0, True)])
+def test_a_batch_call_that_cannot_finish_in_time_at_the_measured_speed_is_not_made(generation_tps, asks):
+    """A batch call writes the summary so far back with the chunk in it: at a slow CPU model's
+    measured speed a long summary takes minutes, and waiting out the timeout (120 s, twice in
+    a replay of spotter-a0y with Qwen2.5-Coder-1.5B) only stalls the session. The chunks get
+    their notes at once."""
+    summarizer = ScriptedSummarizer(lambda r: (r.summary + "\n" if r.summary else "") + "- " + words(40, "note"))
+    compactor, conv = make_compactor(summarizer, limit=20_000)
+    conv.extend(agent_session(exchanges=30, size=150))
+    for _ in range(8):
+        compactor.micro_pass(conv)
+    assert compactor.state.summary_tokens > 300
+    speed = ModelSpeed(prompt_tps=100.0, generation_tps=generation_tps, measured=True)
+    compactor.ctx = dataclasses.replace(compactor.ctx, speed=speed, timeout_s=120.0)
+    summarizer.requests.clear()
+    report = compactor.compress(conv)
+    assert report.outcome == "compressed"
+    batch_requests = [r for r in summarizer.requests if r.kind == "batch"]
+    if asks:
+        assert batch_requests and not report.fields["rejected"]
+    else:
+        assert not batch_requests
+        assert report.fields["rejected"] == ["would_time_out"] and report.fields["chunks_by_notes"] >= 1
