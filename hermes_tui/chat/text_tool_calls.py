@@ -178,6 +178,10 @@ def _blocks(text: str) -> list[Block]:
     return sorted(found, key=lambda block: block[0])
 
 
+# After a bare call: the next line's JSON value, if the next non-blank line starts with one.
+_NEXT_LINE_VALUE = re.compile(r"\s*\n[ \t]*(?=[\[{])")
+
+
 def _bare_json(text: str) -> list[Block]:
     """Calls as bare JSON: the first value that starts a line and reads as call(s), and the
     ones right after it (one per line, as small models write several calls: JSON Lines).
@@ -188,8 +192,8 @@ def _bare_json(text: str) -> list[Block]:
         if first is None:
             continue
         found = [(match.start(), *first)]
-        while (following := re.match(r"\s*\n[ \t]*(?=[\[{])", text[found[-1][1]:])) is not None:
-            start = found[-1][1] + following.end()
+        while (following := _NEXT_LINE_VALUE.match(text, found[-1][1])) is not None:
+            start = following.end()
             value = _bare_value(text, start)
             if value is None:
                 break
