@@ -2,8 +2,10 @@
 
 ``App.run_test`` with the real backend (the tiny MLX chat model, never called here: the
 passes are asked for directly, as the agent loop and ``/compact`` ask). The summarizer
-always fails, so a pass leaves the transcript as large as it was: over the threshold
-(a session with large tool results) or under it (the short coding session). The test
+always fails, so a micro pass leaves the transcript as large as it was: over the threshold
+(a session with large tool results) or under it (the short coding session). Batch does not
+fail with it (the chunks get their notes, then the summary gives way), so the queue's order
+is what is pinned, not where the window ends. The test
 records what the session was asked to plan, in order. Pinned: batch (with the trim stage
 first, as the policy's batch in ``run``) follows a micro pass that left the context over
 the threshold, ahead of the passes waiting; ``/compact`` requests are never dropped;
@@ -82,7 +84,6 @@ async def test_batch_follows_a_micro_pass_left_over_the_threshold_ahead_of_what_
             screen.passes.request(request)
         assert len(screen.passes.queue.waiting) == 3  # a one-pass micro waits; /compact is never dropped
         await settle(pilot, screen)
-        assert screen.session.over_threshold()  # every pass failed: still over
         follow_up = (BATCH, None, True)
         asked = (BATCH, "the parser", False)
         assert planned == [MICRO, follow_up, MICRO, follow_up, asked, asked]
