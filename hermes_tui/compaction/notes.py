@@ -1,11 +1,11 @@
 """Deterministic notes of an exchange: what is kept of it when no model writes them.
 
-The assistant's first sentence and the first where it gives a reason or leaves a question
-open (a decision is worth more than the steps to it), each tool call in brief with the
-first line of its result (or its first error line), and the file paths mentioned. The
-extractive summarizer is made of these notes, and a pass falls back on them when the
-model's answer is not a summary (``micro.py``): an exchange never leaves the context with
-less kept than this.
+The assistant's first sentence and the first where it gives a reason or leaves a
+question open (a decision is worth more than the steps to it), each tool call in brief
+with the first line of its result (or its first error line), and the file paths mentioned. The extractive
+summarizer is made of these notes, and a pass falls back on them when the model's
+answer is not a summary (``micro.py``): an exchange never leaves the context with less
+kept than this.
 """
 
 from __future__ import annotations
