@@ -1,6 +1,6 @@
 """Deterministic notes of an exchange: what is kept of it when no model writes them.
 
-The assistant's first sentence and the first where it gives a reason or leaves a
+The assistant's first sentence and the sentences where it gives a reason or leaves a
 question open (a decision is worth more than the steps to it), each tool call in brief
 with the first line of its result (or its first error line), and the file paths mentioned. The extractive
 summarizer is made of these notes, and a pass falls back on them when the model's
@@ -27,10 +27,7 @@ _REASONING = re.compile(
     re.I,
 )
 _SENTENCES = re.compile(r"[^.!?]+(?:[.!?]+|$)")
-# Sentences per message: on the five bundled sessions (120 messages, extractive), one kept
-# 0.51 of the planted decisions and open questions and 0.83 of the found facts, two 0.45
-# and 0.80 (more notes, fewer facts left within the budgets), none 0.00 and 0.83.
-MAX_REASONING = 1
+MAX_REASONING = 2  # sentences per message
 
 
 def exchange_notes(messages: list[Message]) -> list[str]:
@@ -80,7 +77,7 @@ def _first_sentence(text: str) -> str:
 
 
 def _reasoning(text: str) -> list[str]:
-    """The first ``MAX_REASONING`` sentences of ``text`` after its first that give a reason or
+    """Up to ``MAX_REASONING`` sentences of ``text`` after its first that give a reason or
     ask a question ("use X rather than Y, because Z"; "should X also handle Y?")."""
     first = _first_sentence(text)
     found = []
