@@ -1,8 +1,7 @@
 """Deterministic notes of an exchange: what is kept of it when no model writes them.
 
-The assistant's first sentence and the sentences where it gives a reason or leaves a
-question open (a decision is worth more than the steps to it), each tool call in brief
-with the first line of its result (or its first error line), and the file paths mentioned. The extractive
+The assistant's first sentence, each tool call in brief with the first line of its
+result (or its first error line), and the file paths mentioned. The extractive
 summarizer is made of these notes, and a pass falls back on them when the model's
 answer is not a summary (``micro.py``): an exchange never leaves the context with less
 kept than this.
@@ -21,13 +20,6 @@ _SENTENCE = re.compile(r"(.+?[.!?:])(\s|$)", re.S)
 _PATH = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,6}\b")
 _ERROR = re.compile(r"^.*\b(?:Error|Exception|FAILED|Traceback|error:|fatal:)\b.*$", re.M)
 MAX_LINE = 160
-# A sentence that gives a reason or makes a choice, or asks: kept beside the first sentence.
-_REASONING = re.compile(
-    r"\b(?:because|rather than|instead of|so that|decided|decide|chose|choosing|trade-?off|open question)\b|\?$",
-    re.I,
-)
-_SENTENCES = re.compile(r"[^.!?]+(?:[.!?]+|$)")
-MAX_REASONING = 2  # sentences per message
 
 
 def exchange_notes(messages: list[Message]) -> list[str]:
@@ -39,7 +31,6 @@ def exchange_notes(messages: list[Message]) -> list[str]:
             continue
         if msg.content.strip():
             notes.append(f"- {_first_sentence(msg.content)}")
-            notes.extend(f"- {sentence}" for sentence in _reasoning(msg.content))
         for call in msg.tool_calls or []:
             function = call.get("function") or {}
             result = results.get(call.get("id"), "")
@@ -74,20 +65,6 @@ def _first_sentence(text: str) -> str:
     text = " ".join(text.split())
     match = _SENTENCE.match(text)
     return _clip(match.group(1) if match else text)
-
-
-def _reasoning(text: str) -> list[str]:
-    """Up to ``MAX_REASONING`` sentences of ``text`` after its first that give a reason or
-    ask a question ("use X rather than Y, because Z"; "should X also handle Y?")."""
-    first = _first_sentence(text)
-    found = []
-    for match in _SENTENCES.finditer(" ".join(text.split())):
-        sentence = _clip(match.group(0).strip())
-        if sentence and sentence != first and not first.startswith(sentence) and _REASONING.search(sentence):
-            found.append(sentence)
-            if len(found) == MAX_REASONING:
-                break
-    return found
 
 
 def _first_line(text: str) -> str:
