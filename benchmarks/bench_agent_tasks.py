@@ -288,41 +288,45 @@ def _offered_tool_names() -> set[str]:
     return {spec["function"]["name"] for spec in builtin_registry().specs()}
 
 
-def _calls_alone(answer: str, *, runnable: bool = True) -> list[tuple[int, int]]:
+def _call_objects(answer: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The spans of the JSON objects in ``answer`` that, taken alone, are calls the app would
-    run (``runnable``), or calls to an offered tool whose arguments its schema refuses."""
+    run, and of those that call an offered tool with arguments its schema refuses."""
     from hermes_tui.chat.text_tool_calls import recover_calls
     from hermes_tui.tools.builtin import builtin_registry
 
     specs = builtin_registry().specs()
     offered = _offered_tool_names()
     decoder = json.JSONDecoder()
-    spans: list[tuple[int, int]] = []
+    runnable: list[tuple[int, int]] = []
+    refused: list[tuple[int, int]] = []
+    end = 0
     for start in (m.start() for m in re.finditer(r"\{", answer)):
-        if spans and start < spans[-1][1]:
+        if start < end:
             continue  # inside a call already found
         try:
-            value, end = decoder.raw_decode(answer, start)
+            value, value_end = decoder.raw_decode(answer, start)
         except ValueError:
             continue
         if not isinstance(value, dict):
             continue
-        runs = recover_calls(json.dumps(value), specs) is not None
-        refused = not runs and value.get("name", value.get("function")) in offered and (
-            "arguments" in value or "parameters" in value)
-        if (runs if runnable else refused):
-            spans.append((start, end))
-    return spans
+        if recover_calls(json.dumps(value), specs) is not None:
+            runnable.append((start, value_end))
+        elif value.get("name", value.get("function")) in offered and ("arguments" in value or "parameters" in value):
+            refused.append((start, value_end))
+        else:
+            continue
+        end = value_end
+    return runnable, refused
 
 
 _BLOCKS = re.compile(r"```.*?(?:```|\Z)|<(tool_call|tools|function)[^>]*>.*?(?:</\1>|\Z)", re.S)
 
 
-def _around_the_calls(answer: str) -> str:
-    """The answer without its calls (and without code blocks and call tags, where the calls
+def _around_the_calls(answer: str, calls: list[tuple[int, int]]) -> str:
+    """The answer without its ``calls`` (and without code blocks and call tags, where the calls
     may sit): what the app's rule reads as the prose around them."""
     pieces, position = [], 0
-    for start, end in _calls_alone(answer):
+    for start, end in calls:
         pieces.append(answer[position:start])
         position = end
     pieces.append(answer[position:])
@@ -347,12 +351,13 @@ def classify(exit_code: int | None, stderr: str, answer: str, judged: tuple[bool
     if match and (match.group("name") is None or match.group("name") in _offered_tool_names()):
         # A call with a line or two around it that did not run is the app's; a call shown in
         # an explanation is never run (chat.text_tool_calls' rule), and not running it is right.
-        around = _around_the_calls(answer)
+        runnable, refused = _call_objects(answer)
+        around = _around_the_calls(answer, runnable)
         if len(around.splitlines()) > MAX_PROSE_LINES or len(around) > MAX_PROSE_CHARS:
             # More than a line or two around the call: an explanation, or other text, by the
             # app's rule (chat.text_tool_calls), which never runs a call then.
             return "explained", answer.strip()[:300]
-        if match.group("name") is not None and (not _calls_alone(answer) or _calls_alone(answer, runnable=False)):
+        if match.group("name") is not None and (not runnable or refused):
             # arguments the tool's schema refuses, in the call or in one of the calls beside
             # it: never run (the rule: every call must validate), the model's call
             return "invalid call", answer.strip()[:300]
