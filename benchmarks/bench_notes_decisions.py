@@ -55,9 +55,9 @@ def planted_steps(messages: int, limit: int) -> list[tuple[str, Planted, list[Me
 
 
 def ask(summarizer: OpenAISummarizer, step: list[Message], task: str) -> tuple[str, int | None, float]:
-    rendered = prompts.render_messages(step, limit=prompts.NOTES_RENDERED_CHARS)
-    chat = [{"role": "system", "content": prompts.NOTES_SYSTEM},
-            {"role": "user", "content": f"Step:\n<step>\n{rendered}\n</step>\n\n{task}"}]
+    # The shipped prompt, as a pass builds it; an alternative replaces only its task sentence.
+    chat = prompts.append_prompt("", step)
+    chat[-1]["content"] = chat[-1]["content"].replace(prompts.NOTES_TASK, task)
     started = time.perf_counter()
     completion = summarizer.complete(chat, max_tokens=MAX_TOKENS)
     return completion.text, completion.completion_tokens, time.perf_counter() - started
